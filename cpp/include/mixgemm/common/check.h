@@ -1,0 +1,51 @@
+// Error reporting shared by every layer of the C++ core.
+//
+// Rule of the core (DESIGN.md section 3): a broken rule about shapes or arguments throws
+// std::invalid_argument, a failing CUDA call throws std::runtime_error. pybind11 maps them to
+// Python's ValueError and RuntimeError, so a caller never sees a crash or a silent wrong result.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace mixgemm {
+
+// Throws std::invalid_argument with `message` unless `condition` holds.
+inline void require(bool condition, const std::string& message) {
+  if (!condition) throw std::invalid_argument(message);
+}
+
+// Messages are built with std::string and std::to_string, never iostreams: inside a Python process
+// that loaded another C++ runtime first, iostream number formatting was seen to crash (segfault in
+// ostream::_M_insert<long> on the H100 machine), while to_string (snprintf) is safe.
+
+// Throws std::runtime_error naming the failed call and CUDA's own description of the error.
+inline void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string("mixgemm: CUDA error in ") + what + ": " + cudaGetErrorName(status) +
+                             " (" + cudaGetErrorString(status) + ")");
+  }
+}
+
+// Throws std::runtime_error when no usable CUDA device is visible, before anything is launched: on a
+// machine without a GPU every kernel entry point fails with this message instead of a CUDA crash.
+inline void require_cuda_device() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the error so later calls are not poisoned by it
+    throw std::runtime_error(std::string("mixgemm: no CUDA GPU is visible (cudaGetDeviceCount: ") +
+                             cudaGetErrorString(status) + ", devices: " + std::to_string(count) +
+                             "); mixgemm's kernels need an NVIDIA GPU of compute capability >= 8.0");
+  }
+}
+
+// Checks the launch that was just issued (bad configuration, missing kernel image for this GPU).
+inline void check_launch(const char* kernel_name) { check_cuda(cudaGetLastError(), kernel_name); }
+
+// ceil(value / divisor) for positive operands: the number of tiles that cover `value`.
+constexpr int ceil_div(int value, int divisor) { return (value + divisor - 1) / divisor; }
+
+}  // namespace mixgemm
