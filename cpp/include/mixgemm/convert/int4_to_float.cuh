@@ -1,0 +1,89 @@
+// Fast int4 -> fp16 / bf16 conversion of eight 4-bit values packed in one 32-bit word.
+//
+// Input: a word whose nibble i (bits 4i..4i+3) holds an unsigned value 0..15. Output: four packed pairs,
+// pair p = (nibble p, nibble p + 4) as (low half, high half). Both the AWQ packing (nibble i holds column
+// [0,2,4,6,1,3,5,7][i]) and our kernel layout store values in exactly that interleaved order, so pair p
+// comes out as logical elements (2p, 2p+1) without any shuffling.
+//
+// The trick (DESIGN.md section 2): a float whose exponent makes one mantissa unit worth 1.0 turns an
+// integer OR-ed into its low mantissa bits into `magic + value`, which one subtraction finishes.
+//   fp16: 1 sign, 5 exponent, 10 mantissa bits. 0x6400 = 2^(25-15) = 1024.0, so a mantissa unit is 1.0:
+//         0x6400 | v == 1024 + v for v < 1024.
+//   bf16: 1 sign, 8 exponent, 7 mantissa bits. 0x4300 = 2^(134-127) = 128.0, so a mantissa unit is 1.0:
+//         0x4300 | v == 128 + v for v < 128.
+// `lop3.b32` computes (w & mask) | magic for both 16-bit halves in one instruction.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace mixgemm::convert {
+
+// Eight converted values as four packed 16-bit pairs (half2 or nv_bfloat162 bit patterns).
+struct Pairs4 {
+  uint32_t pair[4];
+};
+
+// d = (a & b) | c. The immediate 0xEA is the lop3 truth table of that expression: with the operand
+// selectors a = 0xF0, b = 0xCC, c = 0xAA, (0xF0 & 0xCC) | 0xAA = 0xEA.
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// fp16: nibbles 0/4 and 2/6 sit in the low mantissa bits (after a shift of 8 for 2/6), giving 1024 + v;
+// nibbles 1/5 and 3/7 sit in mantissa bits 4..7, giving 1024 + 16 v. Shifting the word right by 4 would
+// save the fma but costs an extra shift per word; the fma form is the cheaper one.
+__device__ __forceinline__ Pairs4 int4x8_to_half(uint32_t w) {
+  constexpr uint32_t kLowMask = 0x000F000F;   // nibble 0 of each 16-bit half
+  constexpr uint32_t kHighMask = 0x00F000F0;  // nibble 1 of each 16-bit half
+  constexpr uint32_t kMagic = 0x64006400;     // half2(1024, 1024)
+  // (1024 + 16 v) * (1/16) - 64 = v. 0x2C00 = 2^(11-15) = 1/16 and 0xD400 = -(2^(21-15)) = -64.
+  constexpr uint32_t kOneSixteenth = 0x2C002C00;
+  constexpr uint32_t kMinus64 = 0xD400D400;
+
+  const uint32_t w_shifted = w >> 8;
+  Pairs4 out;
+  out.pair[0] = and_or(w, kLowMask, kMagic);
+  out.pair[1] = and_or(w, kHighMask, kMagic);
+  out.pair[2] = and_or(w_shifted, kLowMask, kMagic);
+  out.pair[3] = and_or(w_shifted, kHighMask, kMagic);
+  asm("sub.f16x2 %0, %0, %1;\n" : "+r"(out.pair[0]) : "r"(kMagic));
+  asm("fma.rn.f16x2 %0, %0, %1, %2;\n" : "+r"(out.pair[1]) : "r"(kOneSixteenth), "r"(kMinus64));
+  asm("sub.f16x2 %0, %0, %1;\n" : "+r"(out.pair[2]) : "r"(kMagic));
+  asm("fma.rn.f16x2 %0, %0, %1, %2;\n" : "+r"(out.pair[3]) : "r"(kOneSixteenth), "r"(kMinus64));
+  return out;
+}
+
+// bf16 has only 7 mantissa bits: 128 + 16 v (v up to 15) would overflow into the exponent, so every
+// nibble pair is moved to the low bits by a shift and finished by one subtraction of 128.
+__device__ __forceinline__ Pairs4 int4x8_to_bfloat16(uint32_t w) {
+  constexpr uint32_t kLowMask = 0x000F000F;
+  constexpr uint32_t kMagic = 0x43004300;  // bfloat162(128, 128)
+  Pairs4 out;
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t biased = and_or(w >> (4 * p), kLowMask, kMagic);
+    const __nv_bfloat162 value = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased),
+                                         *reinterpret_cast<const __nv_bfloat162*>(&kMagic));
+    out.pair[p] = *reinterpret_cast<const uint32_t*>(&value);
+  }
+  return out;
+}
+
+// Dispatch on the activation type: T is __half or __nv_bfloat16.
+template <typename T>
+__device__ __forceinline__ Pairs4 int4x8_to(uint32_t w);
+template <>
+__device__ __forceinline__ Pairs4 int4x8_to<__half>(uint32_t w) {
+  return int4x8_to_half(w);
+}
+template <>
+__device__ __forceinline__ Pairs4 int4x8_to<__nv_bfloat16>(uint32_t w) {
+  return int4x8_to_bfloat16(w);
+}
+
+}  // namespace mixgemm::convert

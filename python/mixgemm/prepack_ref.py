@@ -1,0 +1,303 @@
+"""Pure-PyTorch reference for the weight prepack step ("mixgemm int4 v1" kernel layout).
+
+This module is the executable specification of the layout our GEMM kernel reads. The CUDA prepack
+kernels (cpp/include/mixgemm/prepack/) must reproduce these functions bit for bit, and the CPU tests
+check the layout through the exact inverse `unpack_int4_kernel_layout`. Everything is vectorised and
+runs on whatever device its inputs live on.
+
+Layout, for a logical int4 matrix q [K, N] with values 0..15:
+
+* `packed` is int32 [N/64, K/16, 32, 4], contiguous; N % 64 == 0 and K % 16 == 0.
+* Word (nb, kb, lane, j) is the 32-bit B register that lane `lane` of a warp hands to
+  `mma.sync.m16n8k16` for the 16(k) x 16(n) sub-block j of the 16 x 64 block (kb, nb). With
+  t = lane % 4 and c = lane // 4:
+      n0 = 64*nb + 16*j + c,   n1 = n0 + 8,   k0 = 16*kb + 2*t
+      e  = [q(k0,n0), q(k0+1,n0), q(k0+8,n0), q(k0+9,n0),
+            q(k0,n1), q(k0+1,n1), q(k0+8,n1), q(k0+9,n1)]
+  i.e. the m16n8k16 B fragment (b0b1 = rows 2t, 2t+1; b2b3 = rows 2t+8, 2t+9; column lane/4) of the
+  two n8 tiles of the sub-block.
+* Nibble i (bits 4i..4i+3) holds e[REG_ORDER[i]]. The fast converter turns nibbles (p, p+4) into one
+  half2, so pair p of its output is (e[2p], e[2p+1]): the fragment registers in mma order.
+* Values are stored unsigned 0..15 (symmetric int4 is stored as q_signed + 8).
+
+Why [N/64][K/16] with K inside: a threadblock owning a strip of 64-column blocks streams its B as one
+contiguous run along K, and a warp's 16 x 64 block is 512 contiguous bytes, one 16-byte load per lane.
+
+Scales and zero points travel beside `packed` as `scales` and `offsets` [K/G, N] in the activation
+dtype, with offsets = -z * s folded at prepack time so the kernel computes W = q * s + offset.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+__all__ = [
+    "REG_ORDER",
+    "AWQ_ORDER",
+    "BLOCK_N",
+    "BLOCK_K",
+    "pack_int4_kernel_layout",
+    "unpack_int4_kernel_layout",
+    "fold_zero_points",
+    "prepack_awq_reference",
+    "dequantize_packed_reference",
+]
+
+# Nibble i of a packed word holds fragment element REG_ORDER[i] (see the module docstring).
+REG_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+
+# AWQ (vLLM/AutoAWQ) packing: nibble i of an int32 holds logical column 8c + AWQ_ORDER[i].
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+
+# Columns per kernel-layout block and K rows per block (one m16n8k16 K step).
+BLOCK_N = 64
+BLOCK_K = 16
+
+# Symmetric int4 weights are stored biased by 8, so their implicit zero point is 8.
+SYMMETRIC_ZERO = 8
+
+_ACT_DTYPES = (torch.float16, torch.bfloat16)
+_INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _inverse(order: Tuple[int, ...]) -> Tuple[int, ...]:
+    """inverse[v] = i where order[i] == v: where element v sits, given what each slot holds."""
+    inv = [0] * len(order)
+    for slot, value in enumerate(order):
+        inv[value] = slot
+    return tuple(inv)
+
+
+# Element m of the fragment sits in nibble _NIBBLE_OF_ELEMENT[m] (= [0, 4, 1, 5, 2, 6, 3, 7]).
+_NIBBLE_OF_ELEMENT = _inverse(REG_ORDER)
+# Logical column j of an AWQ pack sits in nibble _AWQ_NIBBLE_OF_COLUMN[j].
+_AWQ_NIBBLE_OF_COLUMN = _inverse(AWQ_ORDER)
+
+_NIBBLE_SHIFTS = tuple(4 * i for i in range(8))
+
+
+# --------------------------------------------------------------------------------------------
+# 32-bit word <-> 8 nibbles. torch has no uint32, so the bit math is done in int64 where every
+# 32-bit pattern is a non-negative number, and wrapped to int32 (two's complement) at the end:
+# a word whose nibble 7 is >= 8 is a negative int32.
+# --------------------------------------------------------------------------------------------
+
+
+def _words_to_nibbles(words: torch.Tensor) -> torch.Tensor:
+    """int32 [...] -> int64 [..., 8], entry i = bits 4i..4i+3 of the word."""
+    unsigned = words.to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int64, device=words.device)
+    return (unsigned.unsqueeze(-1) >> shifts) & 0xF
+
+
+def _nibbles_to_words(nibbles: torch.Tensor) -> torch.Tensor:
+    """int64 [..., 8] with values 0..15 -> int32 [...], nibble i = entry i."""
+    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int64, device=nibbles.device)
+    unsigned = (nibbles.to(torch.int64) << shifts).sum(dim=-1)  # disjoint bits: sum == OR
+    signed = torch.where(unsigned >= 2**31, unsigned - 2**32, unsigned)
+    return signed.to(torch.int32)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers: every broken rule is a ValueError that names the argument and the rule.
+# --------------------------------------------------------------------------------------------
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _check_tensor(fn: str, name: str, value, ndim: int, dtypes, dtype_rule: str) -> None:
+    _require(isinstance(value, torch.Tensor), f"{fn}: {name} must be a torch.Tensor (got {type(value).__name__})")
+    _require(value.dim() == ndim, f"{fn}: {name} must be {ndim}-D (got shape {tuple(value.shape)})")
+    _require(value.dtype in dtypes, f"{fn}: {name} must be {dtype_rule} (got {value.dtype})")
+
+
+def _check_nibble_range(fn: str, name: str, values: torch.Tensor) -> None:
+    if values.numel() == 0:
+        return
+    lo, hi = int(values.min()), int(values.max())
+    _require(0 <= lo and hi <= 15, f"{fn}: {name} values must be in 0..15 (got min {lo}, max {hi})")
+
+
+def _check_group_size(fn: str, group_size, K: int) -> None:
+    _require(
+        isinstance(group_size, int) and not isinstance(group_size, bool) and group_size > 0,
+        f"{fn}: group_size must be a positive int (got {group_size!r})",
+    )
+    _require(K % group_size == 0, f"{fn}: group_size must divide K (got K={K}, group_size={group_size})")
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel layout
+# --------------------------------------------------------------------------------------------
+
+
+def pack_int4_kernel_layout(q: torch.Tensor) -> torch.Tensor:
+    """Pack logical int4 values q [K, N] (integer dtype, values 0..15) into int32 [N/64, K/16, 32, 4]."""
+    fn = "pack_int4_kernel_layout"
+    _check_tensor(fn, "q", q, 2, _INT_DTYPES, "an integer tensor (uint8/int8/int16/int32/int64)")
+    K, N = q.shape
+    _require(K > 0 and K % BLOCK_K == 0, f"{fn}: q must have K (dim 0) a positive multiple of 16 (got K={K})")
+    _require(N > 0 and N % BLOCK_N == 0, f"{fn}: q must have N (dim 1) a positive multiple of 64 (got N={N})")
+    _check_nibble_range(fn, "q", q)
+
+    # Name every index bit of (k, n):  k = 16*kb + 8*h + 2*t + b   and   n = 64*nb + 16*j + 8*tile + c,
+    # where t, c pick the lane (lane = 4c + t), h selects b0b1 (h=0) or b2b3 (h=1), b the row within
+    # the pair, and tile the first or second n8 tile of sub-block j.
+    q8 = q.to(torch.int64).reshape(K // 16, 2, 4, 2, N // 64, 4, 2, 8)
+    #                              kb      h  t  b  nb      j  tile c
+    # Fragment element m = 4*tile + 2*h + b  (e = [tile0: k0, k0+1, k0+8, k0+9, tile1: same]).
+    frag = q8.permute(4, 0, 7, 2, 5, 6, 1, 3)  # [nb, kb, c, t, j, tile, h, b]
+    frag = frag.reshape(N // 64, K // 16, 32, 4, 8)  # [nb, kb, lane, j, m]
+    order = torch.tensor(REG_ORDER, dtype=torch.long, device=q.device)
+    nibbles = frag.index_select(-1, order)  # nibble i <- e[REG_ORDER[i]]
+    return _nibbles_to_words(nibbles).contiguous()
+
+
+def unpack_int4_kernel_layout(packed: torch.Tensor) -> torch.Tensor:
+    """Exact inverse of pack_int4_kernel_layout: int32 [N/64, K/16, 32, 4] -> uint8 [K, N]."""
+    fn = "unpack_int4_kernel_layout"
+    _check_tensor(fn, "packed", packed, 4, (torch.int32,), "int32")
+    NB, KB, lanes, subs = packed.shape
+    _require(
+        lanes == 32 and subs == 4 and NB > 0 and KB > 0,
+        f"{fn}: packed must have shape [N/64, K/16, 32, 4] with N, K > 0 (got {tuple(packed.shape)})",
+    )
+    nibbles = _words_to_nibbles(packed)  # [nb, kb, lane, j, nibble]
+    # Element m sits in nibble _NIBBLE_OF_ELEMENT[m].
+    where = torch.tensor(_NIBBLE_OF_ELEMENT, dtype=torch.long, device=packed.device)
+    frag = nibbles.index_select(-1, where)  # [nb, kb, lane, j, m]
+    frag = frag.reshape(NB, KB, 8, 4, 4, 2, 2, 2)  # [nb, kb, c, t, j, tile, h, b]
+    q8 = frag.permute(1, 6, 3, 7, 0, 4, 5, 2)  # [kb, h, t, b, nb, j, tile, c]
+    return q8.reshape(KB * BLOCK_K, NB * BLOCK_N).to(torch.uint8).contiguous()
+
+
+# --------------------------------------------------------------------------------------------
+# Scales, zero points and the AWQ entry point
+# --------------------------------------------------------------------------------------------
+
+
+def fold_zero_points(
+    scales: torch.Tensor, zeros: Optional[torch.Tensor], act_dtype: torch.dtype
+) -> torch.Tensor:
+    """offsets = -z * s in act_dtype, so that W = (q - z) * s becomes the single fma q * s + offset.
+
+    scales [K/G, N] (floating) is first rounded to act_dtype (the scale the kernel will use), the
+    product is formed in float32 (exact: an 11-bit scale mantissa times a 4-bit zero fits in 24 bits)
+    and rounded once to act_dtype. zeros [K/G, N] holds unpacked zero points 0..15; None means
+    symmetric weights stored biased by 8, so z = 8.
+    """
+    fn = "fold_zero_points"
+    _require(
+        act_dtype in _ACT_DTYPES, f"{fn}: act_dtype must be torch.float16 or torch.bfloat16 (got {act_dtype})"
+    )
+    _check_tensor(
+        fn, "scales", scales, 2, (torch.float16, torch.bfloat16, torch.float32, torch.float64), "a floating tensor"
+    )
+    s = scales.to(act_dtype).to(torch.float32)
+    if zeros is None:
+        z = torch.full_like(s, float(SYMMETRIC_ZERO))
+    else:
+        _check_tensor(fn, "zeros", zeros, 2, _INT_DTYPES, "an integer tensor (unpacked zero points)")
+        _require(
+            zeros.shape == scales.shape,
+            f"{fn}: zeros must have the shape of scales [K/G, N] (got {tuple(zeros.shape)} vs {tuple(scales.shape)})",
+        )
+        _require(zeros.device == scales.device, f"{fn}: zeros must be on the device of scales")
+        _check_nibble_range(fn, "zeros", zeros)
+        z = zeros.to(torch.float32)
+    # Written as -(z * s), the same expression the CUDA kernel evaluates, so even the sign of a zero
+    # offset (z = 0) matches bit for bit.
+    return (-(z * s)).to(act_dtype).contiguous()
+
+
+def _unpack_awq(packed: torch.Tensor) -> torch.Tensor:
+    """AWQ-packed int32 [R, C] -> uint8 [R, 8C]: nibble i of word (r, c) is column 8c + AWQ_ORDER[i].
+
+    Private on purpose: mixgemm/formats.py (written in parallel) owns the public AWQ helpers; this
+    copy keeps the reference self-contained and independent of it.
+    """
+    R, C = packed.shape
+    nibbles = _words_to_nibbles(packed)  # [R, C, nibble]
+    where = torch.tensor(_AWQ_NIBBLE_OF_COLUMN, dtype=torch.long, device=packed.device)
+    return nibbles.index_select(-1, where).reshape(R, 8 * C).to(torch.uint8)
+
+
+def prepack_awq_reference(
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    qzeros: Optional[torch.Tensor],
+    group_size: int,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AWQ tensors -> (packed, scales, offsets) in the mixgemm int4 v1 layout.
+
+    qweight int32 [K, N/8], scales fp16/bf16 [K/G, N], qzeros int32 [K/G, N/8] (AWQ packing; None
+    means symmetric, z = 8). The activation dtype is the dtype of scales. AWQ values are already
+    unsigned 0..15 with a separate zero point, so they are stored unchanged (no re-biasing).
+    """
+    fn = "prepack_awq_reference"
+    _check_tensor(fn, "qweight", qweight, 2, (torch.int32,), "int32 (AWQ packing, [K, N/8])")
+    _check_tensor(fn, "scales", scales, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
+    K, N = qweight.shape[0], qweight.shape[1] * 8
+    _require(K > 0 and K % BLOCK_K == 0, f"{fn}: qweight must have K (dim 0) a positive multiple of 16 (got K={K})")
+    _require(
+        N > 0 and N % BLOCK_N == 0,
+        f"{fn}: qweight must have N = 8 * dim 1 a positive multiple of 64 (got N={N})",
+    )
+    _check_group_size(fn, group_size, K)
+    groups = K // group_size
+    _require(
+        tuple(scales.shape) == (groups, N),
+        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
+    )
+    _require(scales.device == qweight.device, f"{fn}: scales must be on the device of qweight")
+    zeros = None
+    if qzeros is not None:
+        _check_tensor(fn, "qzeros", qzeros, 2, (torch.int32,), "int32 (AWQ packing, [K/G, N/8])")
+        _require(
+            tuple(qzeros.shape) == (groups, N // 8),
+            f"{fn}: qzeros must have shape [K/group_size, N/8] = {(groups, N // 8)} (got {tuple(qzeros.shape)})",
+        )
+        _require(qzeros.device == qweight.device, f"{fn}: qzeros must be on the device of qweight")
+        zeros = _unpack_awq(qzeros)
+
+    packed = pack_int4_kernel_layout(_unpack_awq(qweight))
+    offsets = fold_zero_points(scales, zeros, scales.dtype)
+    return packed, scales.contiguous(), offsets
+
+
+def dequantize_packed_reference(
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    offsets: torch.Tensor,
+    group_size: int,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """W [K, N] = q * s + offset evaluated in `dtype`: the weight the GEMM kernel multiplies by."""
+    fn = "dequantize_packed_reference"
+    q = unpack_int4_kernel_layout(packed)
+    K, N = q.shape
+    _check_tensor(fn, "scales", scales, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
+    _check_tensor(fn, "offsets", offsets, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
+    _require(
+        dtype.is_floating_point if isinstance(dtype, torch.dtype) else False,
+        f"{fn}: dtype must be a floating torch.dtype (got {dtype!r})",
+    )
+    _check_group_size(fn, group_size, K)
+    groups = K // group_size
+    _require(
+        tuple(scales.shape) == (groups, N),
+        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
+    )
+    _require(
+        offsets.shape == scales.shape and offsets.dtype == scales.dtype,
+        f"{fn}: offsets must have the shape and dtype of scales (got {tuple(offsets.shape)} {offsets.dtype} "
+        f"vs {tuple(scales.shape)} {scales.dtype})",
+    )
+    s = scales.to(dtype).repeat_interleave(group_size, dim=0)
+    b = offsets.to(dtype).repeat_interleave(group_size, dim=0)
+    return q.to(dtype) * s + b

@@ -1,0 +1,41 @@
+"""Shared pieces of the GPU tests: fresh random checkpoints, poisoned allocations, error metrics."""
+
+from __future__ import annotations
+
+import torch
+
+from mixgemm import formats
+
+DEVICE = "cuda"
+
+
+def poison_allocator(nbytes: int) -> None:
+    """Fills a block of at least `nbytes` with NaN and frees it back to PyTorch's caching allocator.
+
+    The op under test allocates its output with torch.empty right after, which normally reuses this
+    block: any element the kernel fails to write stays NaN and fails the finiteness checks.
+    """
+    junk = torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device=DEVICE)
+    del junk
+
+
+def random_checkpoint(K: int, N: int, group_size: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """A fresh random AWQ checkpoint on the GPU (q, z uniform in 0..15; scales of both signs)."""
+    return {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, group_size, dtype=dtype).items()}
+
+
+def reference_weight(ckpt: dict[str, torch.Tensor], group_size: int) -> torch.Tensor:
+    """W = (q - z) * s in float64, the mathematical weight."""
+    q = formats.unpack_awq(ckpt["qweight"])
+    z = formats.unpack_awq(ckpt["qzeros"])
+    return formats.dequantize(q, ckpt["scales"], z, group_size=group_size, dtype=torch.float64)
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN anywhere gives NaN, which fails every `<` comparison."""
+    out64, ref64 = out.to(torch.float64), ref.to(torch.float64)
+    return (torch.linalg.vector_norm(out64 - ref64) / torch.linalg.vector_norm(ref64)).item()
+
+
+def random_activations(M: int, K: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(M, K, dtype=torch.float32, device=DEVICE).to(dtype)

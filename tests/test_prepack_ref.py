@@ -1,0 +1,321 @@
+"""CPU tests of the prepack reference (python/mixgemm/prepack_ref.py), the spec of "mixgemm int4 v1".
+
+The layout is checked two independent ways: the vectorised pack/unpack pair must round-trip, and a few
+words are rebuilt here with plain Python loops straight from the rule (lane -> (t, c) -> (k, n) ->
+fragment element -> nibble), so a self-consistent but wrong pack/unpack pair cannot pass.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mixgemm.prepack_ref import (
+    AWQ_ORDER,
+    REG_ORDER,
+    dequantize_packed_reference,
+    fold_zero_points,
+    pack_int4_kernel_layout,
+    prepack_awq_reference,
+    unpack_int4_kernel_layout,
+)
+
+# --------------------------------------------------------------------------------------------
+# Independent, loop-based helpers (deliberately not vectorised, so they share no code with the
+# module under test).
+# --------------------------------------------------------------------------------------------
+
+
+def word_from_rule(q: torch.Tensor, nb: int, kb: int, lane: int, j: int) -> int:
+    """The unsigned 32-bit word (nb, kb, lane, j) built literally from the layout rule."""
+    t, c = lane % 4, lane // 4
+    n0 = 64 * nb + 16 * j + c
+    n1 = n0 + 8
+    k0 = 16 * kb + 2 * t
+    e = [
+        q[k0, n0], q[k0 + 1, n0], q[k0 + 8, n0], q[k0 + 9, n0],
+        q[k0, n1], q[k0 + 1, n1], q[k0 + 8, n1], q[k0 + 9, n1],
+    ]  # fmt: skip
+    word = 0
+    for i in range(8):
+        word |= int(e[REG_ORDER[i]]) << (4 * i)
+    return word
+
+
+def as_unsigned(word: int) -> int:
+    return word & 0xFFFFFFFF
+
+
+def pack_awq_loops(values: torch.Tensor) -> torch.Tensor:
+    """uint8 [R, 8C] -> AWQ int32 [R, C]: nibble i of word (r, c) holds column 8c + AWQ_ORDER[i]."""
+    R, N = values.shape
+    out = torch.empty(R, N // 8, dtype=torch.int32)
+    for r in range(R):
+        for c in range(N // 8):
+            word = 0
+            for i in range(8):
+                word |= int(values[r, 8 * c + AWQ_ORDER[i]]) << (4 * i)
+            out[r, c] = word - (1 << 32) if word >= 1 << 31 else word
+    return out
+
+
+def random_awq(K: int, N: int, group_size: int, act_dtype: torch.dtype, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 16, (K, N), generator=gen, dtype=torch.uint8)
+    z = torch.randint(0, 16, (K // group_size, N), generator=gen, dtype=torch.uint8)
+    s = (torch.rand(K // group_size, N, generator=gen, dtype=torch.float32) * 0.02 + 1e-3).to(act_dtype)
+    return q, z, s, pack_awq_loops(q), pack_awq_loops(z)
+
+
+# --------------------------------------------------------------------------------------------
+# Layout
+# --------------------------------------------------------------------------------------------
+
+
+def test_constants():
+    assert REG_ORDER == (0, 2, 4, 6, 1, 3, 5, 7)
+    assert AWQ_ORDER == (0, 2, 4, 6, 1, 3, 5, 7)
+
+
+@pytest.mark.parametrize("K,N", [(16, 64), (32, 128), (48, 192), (128, 64), (256, 512)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.int64])
+def test_round_trip(K, N, dtype):
+    gen = torch.Generator().manual_seed(K * 1000 + N)
+    q = torch.randint(0, 16, (K, N), generator=gen).to(dtype)
+    packed = pack_int4_kernel_layout(q)
+    assert packed.dtype == torch.int32
+    assert packed.shape == (N // 64, K // 16, 32, 4)
+    assert packed.is_contiguous()
+    back = unpack_int4_kernel_layout(packed)
+    assert back.dtype == torch.uint8
+    assert torch.equal(back, q.to(torch.uint8))
+
+
+def test_round_trip_from_words():
+    # The inverse direction: any 32-bit pattern (negative int32s included) survives unpack -> pack.
+    gen = torch.Generator().manual_seed(7)
+    packed = torch.randint(-(2**31), 2**31, (3, 4, 32, 4), generator=gen, dtype=torch.int64).to(torch.int32)
+    assert (packed < 0).any()
+    assert torch.equal(pack_int4_kernel_layout(unpack_int4_kernel_layout(packed)), packed)
+
+
+def test_hand_derived_words():
+    # K = 32, N = 128: 2 x 2 blocks. Within one fragment, (k % 2) + 2 * ((k % 16) // 8) + 4 * ((n // 8) % 2)
+    # numbers the eight elements 0..7 in fragment order; g is constant over a fragment but varies with
+    # t, c, j, kb and nb. So the eight nibbles of every word are distinct (a swapped nibble or row shows
+    # up) and words differ between lanes and blocks (a swapped lane or block shows up).
+    K, N = 32, 128
+
+    def value(k, n):
+        slot = (k % 2) + 2 * ((k % 16) // 8) + 4 * ((n // 8) % 2)
+        g = 3 * ((k % 8) // 2) + 5 * (n % 8) + 7 * (n // 16) + 11 * (k // 16)
+        return (slot + g) % 16
+
+    q = torch.tensor([[value(k, n) for n in range(N)] for k in range(K)], dtype=torch.uint8)
+    packed = pack_int4_kernel_layout(q)
+
+    # Every word against the literal rule.
+    for nb in range(N // 64):
+        for kb in range(K // 16):
+            for lane in range(32):
+                for j in range(4):
+                    got = as_unsigned(int(packed[nb, kb, lane, j]))
+                    assert got == word_from_rule(q, nb, kb, lane, j), (nb, kb, lane, j)
+                    assert len({(got >> (4 * i)) & 0xF for i in range(8)}) == 8
+
+    # One word worked out by hand: (nb, kb, lane, j) = (1, 1, 13, 2) -> t = 1, c = 3,
+    # n0 = 64 + 32 + 3 = 99, n1 = 107, k0 = 16 + 2 = 18; rows 18, 19, 26, 27.
+    # g = 3*1 + 5*3 + 7*6 + 11*1 = 71 = 7 (mod 16) for all eight, slots 0..7 in order, so
+    # e = [q(18,99), q(19,99), q(26,99), q(27,99), q(18,107), q(19,107), q(26,107), q(27,107)]
+    #   = [7, 8, 9, 10, 11, 12, 13, 14]
+    e = [7, 8, 9, 10, 11, 12, 13, 14]
+    assert [int(q[k, n]) for n in (99, 107) for k in (18, 19, 26, 27)] == e
+    word = as_unsigned(int(packed[1, 1, 13, 2]))
+    nibbles = [(word >> (4 * i)) & 0xF for i in range(8)]
+    # nibble i = e[REG_ORDER[i]]: the converter's pair p = (nibble p, nibble p + 4) = (e[2p], e[2p+1]).
+    assert nibbles == [e[0], e[2], e[4], e[6], e[1], e[3], e[5], e[7]] == [7, 9, 11, 13, 8, 10, 12, 14]
+    assert word == 0xECA8DB97  # nibbles 7..0 = E C A 8 D B 9 7
+    assert int(packed[1, 1, 13, 2]) == 0xECA8DB97 - 2**32  # nibble 7 >= 8 -> negative int32
+
+
+def test_block_is_contiguous_512_bytes():
+    # A warp's 16 x 64 block (kb, nb) is one contiguous 512-byte run, and consecutive kb follow each
+    # other (K-contiguous column strip).
+    q = torch.randint(0, 16, (64, 128), dtype=torch.uint8)
+    packed = pack_int4_kernel_layout(q)
+    assert packed.stride() == (4 * 32 * 4, 32 * 4, 4, 1)
+    assert packed[0, 0].numel() * packed.element_size() == 512
+
+
+# --------------------------------------------------------------------------------------------
+# Scales, offsets and the AWQ path
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_fold_zero_points_symmetric(act_dtype):
+    s = torch.tensor([[0.5, 1.0, 0.01, -2.0], [3.0, 1e-3, 7.25, 0.0]], dtype=act_dtype)
+    off = fold_zero_points(s, None, act_dtype)
+    assert off.dtype == act_dtype
+    expected = (-(8.0 * s.to(torch.float32))).to(act_dtype)
+    assert torch.equal(off.view(torch.int16), expected.view(torch.int16))
+    # 8 * s is exact in fp16/bf16 (a power of two), so the offset is exactly -8 s.
+    assert torch.equal(off.double(), -8.0 * s.double())
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_fold_zero_points_rounds_once(act_dtype):
+    gen = torch.Generator().manual_seed(3)
+    s = torch.rand(8, 64, generator=gen, dtype=torch.float32).to(act_dtype)
+    z = torch.randint(0, 16, (8, 64), generator=gen, dtype=torch.uint8)
+    off = fold_zero_points(s, z, act_dtype)
+    # -z * s is exact in float64; a single rounding of it must give the same bits.
+    expected = (-(z.double() * s.double())).to(act_dtype)
+    assert torch.equal(off.view(torch.int16), expected.view(torch.int16))
+    # Scales arriving in float32 are rounded to act_dtype first: the kernel multiplies by that scale.
+    off32 = fold_zero_points(s.float() + 1e-7, z, act_dtype)
+    expected32 = (-(z.double() * (s.float() + 1e-7).to(act_dtype).double())).to(act_dtype)
+    assert torch.equal(off32.view(torch.int16), expected32.view(torch.int16))
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("K,N,G", [(128, 64, 32), (256, 128, 128), (64, 192, 64), (48, 64, 16)])
+def test_prepack_awq_reference(K, N, G, act_dtype):
+    q, z, s, qweight, qzeros = random_awq(K, N, G, act_dtype, seed=K + N + G)
+    packed, scales, offsets = prepack_awq_reference(qweight, s, qzeros, G)
+
+    assert torch.equal(unpack_int4_kernel_layout(packed), q)  # AWQ values stored unchanged
+    assert scales.dtype == act_dtype and torch.equal(scales, s)
+    assert offsets.dtype == act_dtype and offsets.shape == (K // G, N)
+
+    # The kernel's weight q*s + offset against the format's definition (q - z) * s, both in float64.
+    # The only difference is the single rounding of -z*s to act_dtype, so per group
+    #   |error| <= |z*s| * 2^-11 (fp16, 11-bit significand) or 2^-8 (bf16)  (half an ulp, relative).
+    got = dequantize_packed_reference(packed, scales, offsets, G)
+    zz = z.double().repeat_interleave(G, 0)
+    ss = s.double().repeat_interleave(G, 0)
+    want = (q.double() - zz) * ss
+    rel = 2.0**-11 if act_dtype == torch.float16 else 2.0**-8
+    assert got.dtype == torch.float64 and got.shape == (K, N)
+    assert torch.all((got - want).abs() <= (zz * ss).abs() * rel)
+    # ... and it is exactly q*s + (offset as stored), which is what the kernel computes.
+    exact = q.double() * ss + offsets.double().repeat_interleave(G, 0)
+    assert torch.equal(got, exact)
+
+
+def test_prepack_awq_reference_symmetric():
+    K, N, G = 64, 64, 32
+    q, _, s, qweight, _ = random_awq(K, N, G, torch.float16)
+    packed, _, offsets = prepack_awq_reference(qweight, s, None, G)
+    assert torch.equal(offsets, fold_zero_points(s, None, torch.float16))
+    w = dequantize_packed_reference(packed, s, offsets, G)
+    want = (q.double() - 8) * s.double().repeat_interleave(G, 0)
+    assert torch.equal(w, want)  # 8*s is exact, so symmetric dequant has no rounding at all
+
+
+def test_awq_nibbles_with_sign_bit():
+    # Every nibble 15 -> qweight words are -1; the values must come through as 15, not as sign-extended junk.
+    K, N, G = 16, 64, 16
+    qweight = torch.full((K, N // 8), -1, dtype=torch.int32)
+    qzeros = torch.full((1, N // 8), -1, dtype=torch.int32)
+    s = torch.ones(1, N, dtype=torch.float16)
+    packed, _, offsets = prepack_awq_reference(qweight, s, qzeros, G)
+    assert torch.all(packed == -1)
+    assert torch.all(offsets == -15)
+
+
+def test_dequantize_other_dtype():
+    K, N, G = 32, 64, 16
+    q, z, s, qweight, qzeros = random_awq(K, N, G, torch.bfloat16)
+    packed, scales, offsets = prepack_awq_reference(qweight, s, qzeros, G)
+    w32 = dequantize_packed_reference(packed, scales, offsets, G, dtype=torch.float32)
+    assert w32.dtype == torch.float32
+    w64 = dequantize_packed_reference(packed, scales, offsets, G)
+    assert torch.allclose(w32.double(), w64, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_agrees_with_formats(act_dtype):
+    # prepack_ref decodes AWQ with its own private helper; it must agree with mixgemm.formats, and the
+    # kernel's q*s + offset must agree with formats.dequantize's (q - z)*s within the offset rounding.
+    formats = pytest.importorskip("mixgemm.formats")
+    K, N, G = 128, 128, 64
+    gen = torch.Generator().manual_seed(21)
+    q = torch.randint(0, 16, (K, N), generator=gen, dtype=torch.uint8)
+    z = torch.randint(0, 16, (K // G, N), generator=gen, dtype=torch.uint8)
+    s = (torch.randn(K // G, N, generator=gen) * 0.01).to(act_dtype)
+    qweight, qzeros = formats.pack_awq(q), formats.pack_awq(z)
+    assert torch.equal(qweight, pack_awq_loops(q))  # same AWQ packing as this file's loop packer
+
+    packed, scales, offsets = prepack_awq_reference(qweight, s, qzeros, G)
+    assert torch.equal(unpack_int4_kernel_layout(packed), formats.unpack_awq(qweight))
+    got = dequantize_packed_reference(packed, scales, offsets, G)
+    want = formats.dequantize(q, s, z, group_size=G)
+    zs = (z.double() * s.double()).abs().repeat_interleave(G, 0)
+    rel = 2.0**-11 if act_dtype == torch.float16 else 2.0**-8
+    assert torch.all((got - want).abs() <= zs * rel)
+
+
+# --------------------------------------------------------------------------------------------
+# Every ValueError
+# --------------------------------------------------------------------------------------------
+
+_q_ok = torch.zeros(16, 64, dtype=torch.uint8)
+_packed_ok = torch.zeros(1, 1, 32, 4, dtype=torch.int32)
+_s_ok = torch.ones(1, 64, dtype=torch.float16)
+_qw_ok = torch.zeros(16, 8, dtype=torch.int32)
+_qz_ok = torch.zeros(1, 8, dtype=torch.int32)
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        # pack_int4_kernel_layout
+        (lambda: pack_int4_kernel_layout([[0]]), "q must be a torch.Tensor"),
+        (lambda: pack_int4_kernel_layout(torch.zeros(16 * 64, dtype=torch.uint8)), "q must be 2-D"),
+        (lambda: pack_int4_kernel_layout(torch.zeros(16, 64)), "q must be an integer tensor"),
+        (lambda: pack_int4_kernel_layout(torch.zeros(16, 64, dtype=torch.bool)), "q must be an integer tensor"),
+        (lambda: pack_int4_kernel_layout(torch.zeros(24, 64, dtype=torch.uint8)), "multiple of 16"),
+        (lambda: pack_int4_kernel_layout(torch.zeros(0, 64, dtype=torch.uint8)), "multiple of 16"),
+        (lambda: pack_int4_kernel_layout(torch.zeros(16, 96, dtype=torch.uint8)), "multiple of 64"),
+        (lambda: pack_int4_kernel_layout(torch.full((16, 64), 16, dtype=torch.uint8)), r"in 0\.\.15"),
+        (lambda: pack_int4_kernel_layout(torch.full((16, 64), -1, dtype=torch.int32)), r"in 0\.\.15"),
+        # unpack_int4_kernel_layout
+        (lambda: unpack_int4_kernel_layout(torch.zeros(1, 1, 32, 4, dtype=torch.int64)), "packed must be int32"),
+        (lambda: unpack_int4_kernel_layout(torch.zeros(1, 32, 4, dtype=torch.int32)), "packed must be 4-D"),
+        (lambda: unpack_int4_kernel_layout(torch.zeros(1, 1, 16, 4, dtype=torch.int32)), r"\[N/64, K/16, 32, 4\]"),
+        (lambda: unpack_int4_kernel_layout(torch.zeros(1, 1, 32, 8, dtype=torch.int32)), r"\[N/64, K/16, 32, 4\]"),
+        (lambda: unpack_int4_kernel_layout(torch.zeros(0, 1, 32, 4, dtype=torch.int32)), r"\[N/64, K/16, 32, 4\]"),
+        # fold_zero_points
+        (lambda: fold_zero_points(_s_ok, None, torch.float32), "act_dtype must be torch.float16 or torch.bfloat16"),
+        (lambda: fold_zero_points(_s_ok.view(-1), None, torch.float16), "scales must be 2-D"),
+        (lambda: fold_zero_points(_s_ok.int(), None, torch.float16), "scales must be a floating tensor"),
+        (lambda: fold_zero_points(_s_ok, torch.zeros(1, 64), torch.float16), "zeros must be an integer tensor"),
+        (lambda: fold_zero_points(_s_ok, torch.zeros(1, 32, dtype=torch.uint8), torch.float16), "zeros must have the shape"),
+        (lambda: fold_zero_points(_s_ok, torch.full((1, 64), 16, dtype=torch.uint8), torch.float16), r"zeros values must be in 0\.\.15"),
+        # prepack_awq_reference
+        (lambda: prepack_awq_reference(_qw_ok.to(torch.int64), _s_ok, _qz_ok, 16), "qweight must be int32"),
+        (lambda: prepack_awq_reference(_qw_ok.view(-1), _s_ok, _qz_ok, 16), "qweight must be 2-D"),
+        (lambda: prepack_awq_reference(_qw_ok, _s_ok.float(), _qz_ok, 16), "scales must be torch.float16 or torch.bfloat16"),
+        (lambda: prepack_awq_reference(torch.zeros(8, 8, dtype=torch.int32), _s_ok, _qz_ok, 8), "positive multiple of 16"),
+        (lambda: prepack_awq_reference(torch.zeros(16, 4, dtype=torch.int32), _s_ok[:, :32], _qz_ok[:, :4], 16), "positive multiple of 64"),
+        (lambda: prepack_awq_reference(_qw_ok, _s_ok, _qz_ok, 0), "group_size must be a positive int"),
+        (lambda: prepack_awq_reference(_qw_ok, _s_ok, _qz_ok, 16.0), "group_size must be a positive int"),
+        (lambda: prepack_awq_reference(_qw_ok, _s_ok, _qz_ok, 12), "group_size must divide K"),
+        (lambda: prepack_awq_reference(_qw_ok, torch.ones(2, 64, dtype=torch.float16), _qz_ok, 16), "scales must have shape"),
+        (lambda: prepack_awq_reference(_qw_ok, _s_ok, _qz_ok.to(torch.int64), 16), "qzeros must be int32"),
+        (lambda: prepack_awq_reference(_qw_ok, _s_ok, torch.zeros(2, 8, dtype=torch.int32), 16), "qzeros must have shape"),
+        # dequantize_packed_reference
+        (lambda: dequantize_packed_reference(_packed_ok.long(), _s_ok, _s_ok, 16), "packed must be int32"),
+        (lambda: dequantize_packed_reference(_packed_ok, _s_ok.float(), _s_ok, 16), "scales must be torch.float16"),
+        (lambda: dequantize_packed_reference(_packed_ok, _s_ok, _s_ok.float(), 16), "offsets must be torch.float16"),
+        (lambda: dequantize_packed_reference(_packed_ok, _s_ok, _s_ok, 16, dtype=torch.int32), "dtype must be a floating"),
+        (lambda: dequantize_packed_reference(_packed_ok, _s_ok, _s_ok, 5), "group_size must divide K"),
+        (lambda: dequantize_packed_reference(_packed_ok, _s_ok, _s_ok, -16), "group_size must be a positive int"),
+        (lambda: dequantize_packed_reference(_packed_ok, torch.ones(2, 64, dtype=torch.float16), _s_ok, 16), "scales must have shape"),
+        (lambda: dequantize_packed_reference(_packed_ok, _s_ok, _s_ok.bfloat16(), 16), "offsets must have the shape and dtype"),
+    ],
+)
+def test_value_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
