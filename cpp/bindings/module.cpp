@@ -1,0 +1,167 @@
+// pybind11 module `mixgemm._C`: a thin, torch-free layer over the C++ core.
+//
+// Tensors cross this boundary as raw device addresses (Python's `tensor.data_ptr()`) plus sizes, and the
+// stream as its handle (`torch.cuda.current_stream().cuda_stream`). Python (mixgemm/ops.py) validates
+// dtypes, shapes, devices and contiguity first; the core re-checks the rules it relies on and throws
+// std::invalid_argument / std::runtime_error, which pybind11 turns into ValueError / RuntimeError.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "mixgemm/baseline/awq_gemm.h"
+#include "mixgemm/common/check.h"
+#include "mixgemm/dequant/awq_dequantize.h"
+#include "mixgemm/gemm/device/gemm_runner.h"
+#include "mixgemm/prepack/prepack.h"
+
+namespace py = pybind11;
+
+namespace {
+
+template <typename T>
+T* ptr(std::uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
+
+cudaStream_t stream_of(std::uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
+
+// A tile config crosses to Python as the tuple (tile_m, tile_n, tile_k, warp_m, warp_n, warp_k, stages).
+using ConfigTuple = std::tuple<int, int, int, int, int, int, int>;
+
+mixgemm::gemm::TileConfig config_of(const ConfigTuple& t) {
+  return {std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t),
+          std::get<6>(t)};
+}
+
+mixgemm::gemm::SplitKMode split_k_mode_of(const std::string& mode) {
+  if (mode == "none") return mixgemm::gemm::SplitKMode::kNone;
+  if (mode == "serial") return mixgemm::gemm::SplitKMode::kSerial;
+  if (mode == "parallel") return mixgemm::gemm::SplitKMode::kParallel;
+  throw std::invalid_argument("gemm: split_k_mode must be 'none', 'serial' or 'parallel', got '" + mode + "'");
+}
+
+mixgemm::gemm::ActType act_of(bool bf16) {
+  return bf16 ? mixgemm::gemm::ActType::kBFloat16 : mixgemm::gemm::ActType::kFloat16;
+}
+
+// The architectures this build holds machine code for, from CMake (e.g. "80;90").
+std::vector<int> compiled_archs() {
+  std::vector<int> archs;
+  const std::string list = MIXGEMM_CUDA_ARCHS;
+  std::size_t start = 0;
+  while (start < list.size()) {
+    std::size_t end = list.find(';', start);
+    if (end == std::string::npos) end = list.size();
+    // Entries may carry a suffix such as "90a" or "80-real": the leading digits are the arch.
+    archs.push_back(std::stoi(list.substr(start, end - start)));
+    start = end + 1;
+  }
+  return archs;
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error so later calls are not poisoned by it
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "mixgemm C++/CUDA core (raw device pointers; use the mixgemm package API instead)";
+
+  m.def("compiled_archs", &compiled_archs, "CUDA architectures compiled into this build");
+  m.def("cuda_device_count", &cuda_device_count, "CUDA devices visible to the CUDA runtime (0 if none)");
+
+  m.def(
+      "awq_dequantize",
+      [](std::uintptr_t qweight, std::uintptr_t scales, std::uintptr_t qzeros, std::uintptr_t out, int K,
+         int N, int group_size, bool bf16, std::uintptr_t stream) {
+        mixgemm::dequant::awq_dequantize(ptr<const int32_t>(qweight), ptr<const void>(scales),
+                                         ptr<const int32_t>(qzeros), ptr<void>(out), K, N, group_size, bf16,
+                                         stream_of(stream));
+      },
+      py::arg("qweight"), py::arg("scales"), py::arg("qzeros"), py::arg("out"), py::arg("K"), py::arg("N"),
+      py::arg("group_size"), py::arg("bf16"), py::arg("stream"));
+
+  m.def(
+      "baseline_awq_gemm",
+      [](std::uintptr_t x, std::uintptr_t qweight, std::uintptr_t scales, std::uintptr_t qzeros,
+         std::uintptr_t partials, int M, int N, int K, int group_size, int split_k_iters,
+         std::uintptr_t stream) {
+        mixgemm::baseline::awq_gemm(ptr<const void>(x), ptr<const int32_t>(qweight), ptr<const void>(scales),
+                                    ptr<const int32_t>(qzeros), ptr<void>(partials), M, N, K, group_size,
+                                    split_k_iters, stream_of(stream));
+      },
+      py::arg("x"), py::arg("qweight"), py::arg("scales"), py::arg("qzeros"), py::arg("partials"), py::arg("M"),
+      py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("split_k_iters"), py::arg("stream"));
+
+  m.def(
+      "prepack_awq_qweight",
+      [](std::uintptr_t awq_qweight, std::uintptr_t packed, int K, int N, std::uintptr_t stream) {
+        mixgemm::prepack::awq_to_kernel_layout(ptr<const int32_t>(awq_qweight), ptr<int32_t>(packed), K, N,
+                                               stream_of(stream));
+      },
+      py::arg("awq_qweight"), py::arg("packed"), py::arg("K"), py::arg("N"), py::arg("stream"));
+
+  m.def(
+      "fold_awq_zeros",
+      [](std::uintptr_t awq_qzeros, std::uintptr_t scales, std::uintptr_t offsets, int groups, int N, bool bf16,
+         std::uintptr_t stream) {
+        mixgemm::prepack::fold_awq_zeros(ptr<const int32_t>(awq_qzeros), ptr<const void>(scales),
+                                         ptr<void>(offsets), groups, N, bf16, stream_of(stream));
+      },
+      py::arg("awq_qzeros"), py::arg("scales"), py::arg("offsets"), py::arg("groups"), py::arg("N"),
+      py::arg("bf16"), py::arg("stream"));
+
+  m.def(
+      "gemm_configs",
+      [](bool bf16) {
+        std::vector<ConfigTuple> out;
+        for (const auto& c : mixgemm::gemm::compiled_configs(act_of(bf16)))
+          out.emplace_back(c.tile_m, c.tile_n, c.tile_k, c.warp_m, c.warp_n, c.warp_k, c.stages);
+        return out;
+      },
+      py::arg("bf16"), "compiled tile configs as (tile_m, tile_n, tile_k, warp_m, warp_n, warp_k, stages)");
+
+  m.def(
+      "gemm_workspace_size",
+      [](const ConfigTuple& config, int M, int N, int split_k, const std::string& mode) {
+        const auto size = mixgemm::gemm::workspace_size(config_of(config), M, N, split_k, split_k_mode_of(mode));
+        return std::make_pair(size.floats, size.semaphores);
+      },
+      py::arg("config"), py::arg("M"), py::arg("N"), py::arg("split_k"), py::arg("mode"),
+      "(fp32 workspace elements, int32 semaphores) one call needs");
+
+  m.def(
+      "gemm",
+      [](const ConfigTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
+         std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
+         std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, const std::string& mode,
+         bool bf16, std::uintptr_t stream) {
+        mixgemm::gemm::GemmArgs args;
+        args.A = ptr<const void>(x);
+        args.B = ptr<const int32_t>(packed);
+        args.scales = ptr<const void>(scales);
+        args.offsets = ptr<const void>(offsets);
+        args.bias = ptr<const void>(bias);
+        args.D = ptr<void>(out);
+        args.workspace = ptr<float>(workspace);
+        args.semaphores = ptr<int32_t>(semaphores);
+        args.M = M, args.N = N, args.K = K, args.group_size = group_size;
+        args.split_k = split_k;
+        args.mode = split_k_mode_of(mode);
+        args.act = act_of(bf16);
+        mixgemm::gemm::run_gemm(config_of(config), args, stream_of(stream));
+      },
+      py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
+      py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
+      py::arg("group_size"), py::arg("split_k"), py::arg("split_k_mode"), py::arg("bf16"), py::arg("stream"));
+}

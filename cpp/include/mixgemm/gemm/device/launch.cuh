@@ -1,0 +1,43 @@
+// The launcher template behind every generated instantiation (tools/generate_kernels.py writes one .cu
+// per tile shape that explicitly instantiates it for each stage count and activation type).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "mixgemm/common/check.h"
+#include "mixgemm/gemm/gemm_args.h"
+#include "mixgemm/gemm/kernel/gemm_int4.cuh"
+#include "mixgemm/gemm/kernel/splitk_reduce.cuh"
+
+namespace mixgemm::gemm {
+
+using LaunchFn = void (*)(const GemmArgs&, cudaStream_t);
+
+template <typename T, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
+  using Loop = threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>;
+  auto* kernel_fn = kernel::gemm_int4_kernel<T, TileM, TileN, WarpM, WarpN, Stages>;
+  // Above 48 KiB a kernel must opt in to its dynamic shared memory (per kernel, once is enough, but the
+  // call is cheap and keeps this stateless).
+  check_cuda(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Loop::kSharedBytes),
+             "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+
+  const int k_tiles = args.K / threadblock::kTileK;
+  kernel::KernelParams params{args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.workspace,
+                              args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
+                              ceil_div(k_tiles, args.split_k), args.mode};
+  const dim3 grid(ceil_div(args.M, TileM), ceil_div(args.N, TileN), args.split_k);
+  kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
+  check_launch("gemm_int4_kernel");
+
+  if (args.mode == SplitKMode::kParallel) {
+    constexpr int kThreads = 256;
+    const int64_t threads = static_cast<int64_t>(args.M) * args.N / 4;
+    kernel::splitk_reduce_kernel<T><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0,
+                                      stream>>>(args.workspace, static_cast<const T*>(args.bias),
+                                                static_cast<T*>(args.D), args.M, args.N, args.split_k);
+    check_launch("splitk_reduce_kernel");
+  }
+}
+
+}  // namespace mixgemm::gemm

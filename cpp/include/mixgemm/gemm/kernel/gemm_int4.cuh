@@ -1,0 +1,164 @@
+// Kernel level: tile scheduling, the pipelined main loop, split-K and the epilogue.
+//
+// Grid: x = M tiles (fastest), y = N tiles, z = K splits. Putting M fastest makes the threadblocks that
+// run together share one weight strip, so for large M each packed weight byte comes from DRAM once and
+// is re-read from L2; for decode (one M tile) the order does not matter.
+//
+// Split-K (DESIGN.md section 3, gemm/kernel):
+//   serial:   the splits of an output tile take turns in z order through a per-tile semaphore; each adds
+//             its fp32 accumulators into an fp32 workspace tile, the last one adds the bias and writes D
+//             and resets the semaphore to 0, so the next launch (or CUDA-graph replay) starts clean.
+//             The fixed order makes the result deterministic.
+//   parallel: split z writes its fp32 accumulators to workspace[z]; splitk_reduce.cuh sums them in z order.
+#pragma once
+
+#include <cstdint>
+
+#include "mixgemm/gemm/gemm_args.h"
+#include "mixgemm/gemm/threadblock/mainloop.cuh"
+
+namespace mixgemm::gemm::kernel {
+
+struct KernelParams {
+  const void* A;
+  const int32_t* B;
+  const void* scales;
+  const void* offsets;
+  const void* bias;
+  void* D;
+  float* workspace;
+  int32_t* semaphores;
+  int M, N, K, group_size;
+  int split_k;
+  int k_tiles_per_split;
+  SplitKMode mode;
+};
+
+__device__ __forceinline__ int load_acquire(const int32_t* address) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+__device__ __forceinline__ void store_release(int32_t* address, int value) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" : : "l"(address), "r"(value) : "memory");
+}
+
+template <typename T, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+__global__ void __launch_bounds__(threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>::kThreads)
+    gemm_int4_kernel(const KernelParams params) {
+  using Loop = threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>;
+  using Traits = typename Loop::Traits;
+  using Pair = typename Loop::Pair;
+  extern __shared__ __align__(128) uint8_t smem[];
+
+  const int m0 = blockIdx.x * TileM;
+  const int n0 = blockIdx.y * TileN;
+  const int split = blockIdx.z;
+  const int k_tiles = params.K / threadblock::kTileK;
+  const int kt_begin = min(split * params.k_tiles_per_split, k_tiles);
+  const int kt_end = min(kt_begin + params.k_tiles_per_split, k_tiles);
+  const int num_tiles = kt_end - kt_begin;  // may be 0 for a trailing split; it still takes part below
+
+  const typename Loop::Problem problem{static_cast<const T*>(params.A), params.B,
+                                       static_cast<const T*>(params.scales),
+                                       static_cast<const T*>(params.offsets),
+                                       params.M, params.N, params.K, params.group_size, m0, n0};
+
+  float acc[Loop::kMmaM][Loop::kMmaN][4];
+#pragma unroll
+  for (int mi = 0; mi < Loop::kMmaM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < Loop::kMmaN; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+  // Prologue: Stages - 1 tiles in flight. Every thread commits one group per slot, even an empty one,
+  // so the wait_group count below always refers to the right tile.
+#pragma unroll
+  for (int s = 0; s < Stages - 1; ++s) {
+    if (s < num_tiles) Loop::load_tile(problem, smem, s, kt_begin + s);
+    cutlass::arch::cp_async_fence();
+  }
+
+  for (int i = 0; i < num_tiles; ++i) {
+    cutlass::arch::cp_async_wait<Stages - 2>();
+    __syncthreads();  // tile i is visible to all warps, and stage (i - 1) % Stages is free to refill
+    const int next = i + Stages - 1;
+    if (next < num_tiles) Loop::load_tile(problem, smem, next % Stages, kt_begin + next);
+    cutlass::arch::cp_async_fence();
+    Loop::compute_tile(smem, i % Stages, acc);
+  }
+  cutlass::arch::cp_async_wait<0>();
+
+  // Epilogue. Fragment c{0,1} of n8 tile ni is (row lane/4, columns 2t, 2t+1), c{2,3} is row + 8.
+  const int lane = threadIdx.x % 32;
+  const int warp_id = threadIdx.x / 32;
+  const int row_base = m0 + (warp_id % Loop::kWarpsM) * WarpM + lane / 4;
+  const int col_base = n0 + (warp_id / Loop::kWarpsM) * WarpN + 2 * (lane % 4);
+  const int64_t N = params.N;
+
+  // Visits every (row, column pair) this lane owns that lies inside D, with its two accumulators.
+  auto for_each_fragment = [&](auto&& visit) {
+#pragma unroll
+    for (int mi = 0; mi < Loop::kMmaM; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < Loop::kMmaN; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row_base + 16 * mi + 8 * h;
+          const int col = col_base + 8 * ni;
+          if (row < params.M && col < params.N) visit(row, col, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        }
+  };
+
+  auto store_output = [&](int row, int col, float v0, float v1) {
+    if (params.bias != nullptr) {
+      const T* bias = static_cast<const T*>(params.bias);
+      v0 += static_cast<float>(bias[col]);
+      v1 += static_cast<float>(bias[col + 1]);
+    }
+    *reinterpret_cast<Pair*>(static_cast<T*>(params.D) + row * N + col) = Traits::to_pair(v0, v1);
+  };
+
+  if (params.mode == SplitKMode::kParallel) {
+    float* partial = params.workspace + static_cast<int64_t>(split) * params.M * N;
+    for_each_fragment([&](int row, int col, float v0, float v1) {
+      *reinterpret_cast<float2*>(partial + row * N + col) = make_float2(v0, v1);
+    });
+    return;
+  }
+  if (params.mode == SplitKMode::kNone) {
+    for_each_fragment(store_output);
+    return;
+  }
+
+  // Serial split-K: wait for this tile's turn.
+  int32_t* semaphore = params.semaphores + blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) {
+    while (load_acquire(semaphore) != split) {
+    }
+  }
+  __syncthreads();
+  const bool first = split == 0;
+  const bool last = split == params.split_k - 1;
+  for_each_fragment([&](int row, int col, float v0, float v1) {
+    float* slot = params.workspace + row * N + col;
+    if (!first) {
+      // L2 read (cg): the previous split ran on another SM and this SM's L1 may hold stale lines.
+      const float2 previous = __ldcg(reinterpret_cast<const float2*>(slot));
+      v0 += previous.x;
+      v1 += previous.y;
+    }
+    if (last) {
+      store_output(row, col, v0, v1);
+    } else {
+      __stcg(reinterpret_cast<float2*>(slot), make_float2(v0, v1));
+    }
+  });
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) store_release(semaphore, last ? 0 : split + 1);
+}
+
+}  // namespace mixgemm::gemm::kernel

@@ -1,0 +1,181 @@
+// Threadblock level: the multistage cp.async main loop of the mixed-input GEMM.
+//
+// Per stage, shared memory holds one k-tile (TileK = 64) of
+//   A      : TileM x 64 activations, 128 B per row, 16-byte chunks XOR-swizzled by (row % 8) so the eight
+//            row addresses of each ldmatrix phase fall in eight different bank groups;
+//   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B each, stored exactly as
+//            in global memory (prepack already ordered them per lane), 2 KiB per strip;
+//   scales and offsets of the k-tile's group: TileN values each.
+// Stages - 1 tiles are in flight while one is computed (cp.async.wait_group(Stages - 2)).
+#pragma once
+
+#include <cstdint>
+
+#include "cutlass/arch/memory_sm80.h"
+#include "mixgemm/gemm/warp/mma_int4_tensor_op.cuh"
+
+namespace mixgemm::gemm::threadblock {
+
+constexpr int kChunkBytes = 16;  // one cp.async / ldmatrix row: 8 fp16 or bf16 values
+constexpr int kTileK = 64;       // K per main-loop step; the packed layout and group sizes assume it
+constexpr int kPackedStripN = 64;                  // columns per packed strip (prepack layout)
+constexpr int kSlabK = 16;                         // K rows per mma / packed slab
+constexpr int kSlabBytes = 32 * 4 * 4;             // 32 lanes x 4 words x 4 bytes = 512
+constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // 2 KiB of one strip per k-tile
+
+template <typename T, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+struct Mainloop {
+  static_assert(TileM % WarpM == 0 && TileN % WarpN == 0, "warp tiles must divide the threadblock tile");
+  static_assert(WarpM % 16 == 0, "WarpM must be a multiple of the mma's 16 rows");
+  static_assert(WarpN == 16 || WarpN == 32 || WarpN % 64 == 0, "WarpN: 16, 32 or a multiple of 64");
+  static_assert(TileN % kPackedStripN == 0, "TileN must be a multiple of the 64-column packed strip");
+  static_assert(Stages >= 2 && Stages <= 5, "Stages in 2..5");
+
+  static constexpr int kWarpsM = TileM / WarpM;
+  static constexpr int kWarpsN = TileN / WarpN;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
+  static constexpr int kWords = WarpN / 16;       // packed words (16 columns each) per lane per k16 slab
+  static constexpr int kMmaN = WarpN / 8;         // n8 accumulator tiles per warp
+
+  static constexpr int kABytes = TileM * kTileK * 2;
+  static constexpr int kBBytes = (TileN / kPackedStripN) * kStripTileBytes;
+  static constexpr int kQuantBytes = TileN * 2;  // one row of scales (or of offsets)
+  static constexpr int kStageBytes = kABytes + kBBytes + 2 * kQuantBytes;
+  static constexpr int kSharedBytes = Stages * kStageBytes;
+
+  using Traits = warp::ActTraits<T>;
+  using Pair = typename Traits::Pair;
+
+  struct Problem {
+    const T* A;
+    const int32_t* B;
+    const T* scales;
+    const T* offsets;
+    int M, N, K, group_size;
+    int m0, n0;  // this threadblock's first output row and column
+  };
+
+  // Issues the cp.async copies of k-tile `kt` into stage `stage`.
+  __device__ static void load_tile(const Problem& p, uint8_t* smem, int stage, int kt) {
+    uint8_t* stage_base = smem + stage * kStageBytes;
+    const int tid = threadIdx.x;
+
+    // A: TileM rows x 8 chunks. Rows past M are zero-filled (their source is clamped to a valid row).
+    constexpr int kAChunks = TileM * (kTileK * 2 / kChunkBytes);
+#pragma unroll
+    for (int i = tid; i < kAChunks; i += kThreads) {
+      const int row = i / 8, chunk = i % 8;
+      const int m = p.m0 + row;
+      const bool valid = m < p.M;
+      const T* src = p.A + static_cast<int64_t>(valid ? m : 0) * p.K + kt * kTileK + chunk * 8;
+      uint8_t* dst = stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes);
+      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(dst, src, valid);
+    }
+
+    // B: each strip's k-tile is 2 KiB contiguous in global memory ([N/64][K/16][32][4] words).
+    uint8_t* b_base = stage_base + kABytes;
+    constexpr int kBChunks = kBBytes / kChunkBytes;
+    const int slabs_per_strip = p.K / kSlabK;
+#pragma unroll
+    for (int i = tid; i < kBChunks; i += kThreads) {
+      const int strip = i / (kStripTileBytes / kChunkBytes);
+      const int within = i % (kStripTileBytes / kChunkBytes);
+      const int global_strip = p.n0 / kPackedStripN + strip;
+      const bool valid = global_strip < p.N / kPackedStripN;
+      const int32_t* src = p.B +
+                           (static_cast<int64_t>(valid ? global_strip : 0) * slabs_per_strip +
+                            kt * (kTileK / kSlabK)) * (kSlabBytes / 4) +
+                           within * (kChunkBytes / 4);
+      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
+          b_base + i * kChunkBytes, src, valid);
+    }
+
+    // Scales and offsets of the group holding this k-tile (group_size is a multiple of kTileK).
+    uint8_t* q_base = b_base + kBBytes;
+    const int group = kt * kTileK / p.group_size;
+    constexpr int kQuantChunks = kQuantBytes / kChunkBytes;
+#pragma unroll
+    for (int i = tid; i < 2 * kQuantChunks; i += kThreads) {
+      const int which = i / kQuantChunks, chunk = i % kQuantChunks;
+      const int n = p.n0 + chunk * 8;
+      const bool valid = n < p.N;
+      const T* table = which == 0 ? p.scales : p.offsets;
+      const T* src = table + static_cast<int64_t>(group) * p.N + (valid ? n : 0);
+      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
+          q_base + which * kQuantBytes + chunk * kChunkBytes, src, valid);
+    }
+  }
+
+  // acc[mi][ni] += A(stage) x dequant(B(stage)) for this warp's WarpM x WarpN tile.
+  __device__ static void compute_tile(const uint8_t* smem, int stage, float (&acc)[kMmaM][kMmaN][4]) {
+    const uint8_t* stage_base = smem + stage * kStageBytes;
+    const uint8_t* b_base = stage_base + kABytes;
+    const T* scale_row = reinterpret_cast<const T*>(b_base + kBBytes);
+    const T* offset_row = scale_row + TileN;
+    const int lane = threadIdx.x % 32;
+    const int warp_id = threadIdx.x / 32;
+    const int warp_m0 = (warp_id % kWarpsM) * WarpM;
+    const int warp_n0 = (warp_id / kWarpsM) * WarpN;
+
+    // Each lane's two columns per 16-column block: c = lane / 4 and c + 8 (see the warp header).
+    warp::ColumnQuant<T> quant[kWords];
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int col = warp_n0 + 16 * w + 8 * half + lane / 4;
+        quant[w].scale[half] = Traits::broadcast(scale_row[col]);
+        quant[w].offset[half] = Traits::broadcast(offset_row[col]);
+      }
+    }
+
+#pragma unroll
+    for (int slab = 0; slab < kTileK / kSlabK; ++slab) {
+      uint32_t a[kMmaM][4];
+#pragma unroll
+      for (int mi = 0; mi < kMmaM; ++mi) {
+        // ldmatrix.x4: lanes 0-15 address rows 0-15 at k 0-7 of the slab, lanes 16-31 the same rows at k 8-15.
+        const int row = warp_m0 + 16 * mi + lane % 16;
+        const int chunk = 2 * slab + lane / 16;
+        warp::load_a_fragment(a[mi], stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes));
+      }
+
+      uint32_t words[kWords];
+      load_b_words(b_base, slab, warp_n0, lane, words);
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {
+        const warp::BFragPair frag = warp::dequantize_word<T>(words[w], quant[w]);
+#pragma unroll
+        for (int mi = 0; mi < kMmaM; ++mi) {
+          warp::mma_16x8x16<T>(acc[mi][2 * w], a[mi], frag.b[0]);
+          warp::mma_16x8x16<T>(acc[mi][2 * w + 1], a[mi], frag.b[1]);
+        }
+      }
+    }
+  }
+
+  // This lane's packed words of the warp's columns for one k16 slab, with the widest shared loads the
+  // warp tile allows (16 B per lane when it spans whole 64-column strips: 512 B per warp, conflict-free).
+  __device__ static void load_b_words(const uint8_t* b_base, int slab, int warp_n0, int lane,
+                                      uint32_t (&words)[kWords]) {
+    constexpr int kVector = kWords < 4 ? kWords : 4;
+#pragma unroll
+    for (int v = 0; v < kWords / kVector; ++v) {
+      const int first_block = warp_n0 / 16 + v * kVector;  // 16-column block index inside the tile
+      const int strip = first_block / 4, word = first_block % 4;
+      const uint8_t* src = b_base + strip * kStripTileBytes + slab * kSlabBytes + lane * 16 + word * 4;
+      if constexpr (kVector == 4) {
+        const uint4 x = *reinterpret_cast<const uint4*>(src);
+        words[4 * v] = x.x, words[4 * v + 1] = x.y, words[4 * v + 2] = x.z, words[4 * v + 3] = x.w;
+      } else if constexpr (kVector == 2) {
+        const uint2 x = *reinterpret_cast<const uint2*>(src);
+        words[2 * v] = x.x, words[2 * v + 1] = x.y;
+      } else {
+        words[v] = *reinterpret_cast<const uint32_t*>(src);
+      }
+    }
+  }
+};
+
+}  // namespace mixgemm::gemm::threadblock

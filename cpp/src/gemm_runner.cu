@@ -1,0 +1,90 @@
+// Device level of the mixed-input GEMM: rule checks, workspace sizing, config -> instantiation dispatch.
+#include "mixgemm/gemm/device/gemm_runner.h"
+
+#include <string>
+
+#include "mixgemm/common/check.h"
+#include "mixgemm/gemm/device/launch.cuh"
+
+namespace mixgemm::gemm {
+namespace {
+
+struct RegistryEntry {
+  TileConfig config;
+  ActType act;
+  LaunchFn launch;
+};
+
+}  // namespace
+}  // namespace mixgemm::gemm
+
+// kRegistry: every compiled (config, activation type) with its launcher; written by the generator.
+#include "gemm_registry.inc"
+
+namespace mixgemm::gemm {
+namespace {
+
+bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+const RegistryEntry* find_entry(const TileConfig& config, ActType act) {
+  for (const RegistryEntry& entry : kRegistry)
+    if (entry.config == config && entry.act == act) return &entry;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<TileConfig> compiled_configs(ActType act) {
+  std::vector<TileConfig> configs;
+  for (const RegistryEntry& entry : kRegistry)
+    if (entry.act == act) configs.push_back(entry.config);
+  return configs;
+}
+
+WorkspaceSize workspace_size(const TileConfig& config, int M, int N, int split_k, SplitKMode mode) {
+  WorkspaceSize size;
+  if (mode == SplitKMode::kSerial) {
+    size.floats = static_cast<int64_t>(M) * N;
+    size.semaphores = static_cast<int64_t>(ceil_div(M, config.tile_m)) * ceil_div(N, config.tile_n);
+  } else if (mode == SplitKMode::kParallel) {
+    size.floats = static_cast<int64_t>(split_k) * M * N;
+  }
+  return size;
+}
+
+void can_implement(const TileConfig& config, const GemmArgs& args) {
+  const std::string fn = "gemm: ";
+  require(find_entry(config, args.act) != nullptr,
+          fn + "config " + config.name() + " is not compiled into this build for this activation dtype");
+  require(args.M >= 1, fn + "M (rows of x) must be >= 1");
+  require(args.N >= 64 && args.N % 64 == 0, fn + "N must be a positive multiple of 64 (packed strip width)");
+  require(args.K >= threadblock::kTileK && args.K % threadblock::kTileK == 0,
+          fn + "K must be a positive multiple of 64 (the main loop's k-tile)");
+  require(args.group_size >= threadblock::kTileK && args.group_size % threadblock::kTileK == 0 &&
+              args.K % args.group_size == 0,
+          fn + "group_size must be a multiple of 64 that divides K");
+  const int k_tiles = args.K / threadblock::kTileK;
+  require(args.split_k >= 1 && args.split_k <= k_tiles,
+          fn + "split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]");
+  require((args.split_k == 1) == (args.mode == SplitKMode::kNone),
+          fn + "split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'");
+  require(args.split_k <= 65535, fn + "split_k must be <= 65535 (grid z limit)");
+  require(ceil_div(args.N, config.tile_n) <= 65535, fn + "N / tile_n must be <= 65535 (grid y limit)");
+  require(args.A && args.B && args.scales && args.offsets && args.D, fn + "x, packed weight, scales, offsets "
+          "and output pointers must be non-null");
+  require(aligned(args.A, 16) && aligned(args.B, 16) && aligned(args.scales, 16) && aligned(args.offsets, 16),
+          fn + "x, packed weight, scales and offsets must be 16-byte aligned (cp.async 16-byte copies)");
+  require(aligned(args.D, 4) && aligned(args.bias, 4), fn + "output and bias must be 4-byte aligned");
+  const WorkspaceSize need = workspace_size(config, args.M, args.N, args.split_k, args.mode);
+  require(need.floats == 0 || (args.workspace != nullptr && aligned(args.workspace, 16)),
+          fn + "this split-K mode needs a 16-byte aligned fp32 workspace");
+  require(need.semaphores == 0 || args.semaphores != nullptr, fn + "serial split-K needs a semaphore buffer");
+}
+
+void run_gemm(const TileConfig& config, const GemmArgs& args, cudaStream_t stream) {
+  can_implement(config, args);
+  require_cuda_device();
+  find_entry(config, args.act)->launch(args, stream);
+}
+
+}  // namespace mixgemm::gemm

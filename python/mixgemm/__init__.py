@@ -1,0 +1,16 @@
+"""mixgemm: mixed-input (int4/int8 weights x fp16/bf16 activations) GEMM kernels for LLM inference.
+
+Public API: ``prepack`` (AWQ/GPTQ -> our kernel layout) and ``gemm`` (the mixed-input GEMM, with
+``GemmConfig`` / ``compiled_configs`` to choose tiles and split-K); ``awq_dequantize``;
+``baseline.awq_gemm`` (the vLLM-style kernel we compare against); ``formats`` (AWQ/GPTQ pack/unpack and
+quantizers in PyTorch, the references). The compiled core is ``mixgemm._C``.
+"""
+
+from . import baseline, formats
+from .config import GemmConfig, compiled_configs
+from .ops import PackedWeight, awq_dequantize, gemm, prepack
+
+__all__ = [
+    "GemmConfig", "PackedWeight", "awq_dequantize", "baseline", "compiled_configs", "formats", "gemm", "prepack",
+]
+__version__ = "0.1.0"

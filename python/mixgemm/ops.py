@@ -1,0 +1,286 @@
+"""Validated entry points over the C++/CUDA core (DESIGN.md section 4).
+
+Every function checks its arguments (see ``_checks``) before any device pointer reaches the extension,
+allocates outputs and workspaces through PyTorch's allocator (so CUDA-graph capture works), and launches
+on the current stream of the tensors' device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import _checks
+from .config import GemmConfig
+
+_ACT_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _stream(device: torch.device) -> int:
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def _ext():
+    from . import _C
+
+    return _C
+
+
+def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
+    """Dequantizes AWQ int4 weights to a dense ``[K, N]`` matrix of the scales' dtype (fp16 or bf16).
+
+    Args keep vLLM's signature: ``qweight`` int32 ``[K, N/8]``, ``scales`` fp16/bf16 ``[K/G, N]``,
+    ``qzeros`` int32 ``[K/G, N/8]``, all contiguous CUDA tensors. ``W = (q - z) * s``, bit-exact with the
+    float64 value rounded once to the output dtype.
+    """
+    fn = "awq_dequantize"
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    _checks.check_tensor(fn, "scales", scales, _ACT_DTYPES, 2)
+    _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+    _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
+    K, N = qweight.shape[0], scales.shape[1]
+    _checks.check_shape(fn, "qweight", qweight, (K, N // 8), "[K, N/8] with N = scales.shape[1]")
+    if N % 8 != 0 or N == 0:
+        raise ValueError(f"{fn}: scales.shape[1] = N must be a positive multiple of 8, got {N}")
+    if K == 0:
+        raise ValueError(f"{fn}: qweight must have at least one row (K >= 1)")
+    _checks.group_size_of(fn, K, scales.shape[0])
+    _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
+    _checks.check_device_supported(fn, qweight.device)
+
+    out = torch.empty((K, N), dtype=scales.dtype, device=qweight.device)
+    _ext().awq_dequantize(
+        qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), out.data_ptr(),
+        K, N, K // scales.shape[0], scales.dtype == torch.bfloat16, _stream(qweight.device),
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Prepack: AWQ / GPTQ checkpoints -> the kernel layout (DESIGN.md section 1, "Kernel layout (ours)").
+
+_PACKED_STRIP_N = 64  # columns per packed strip
+_K_SLAB = 16  # K rows per packed slab (one mma k-step)
+
+
+@dataclasses.dataclass
+class PackedWeight:
+    """A weight in our kernel layout, ready for :func:`gemm`.
+
+    ``packed`` int32 ``[N/64, K/16, 32, 4]`` (prepack_ref.py documents each bit); ``scales`` and
+    ``offsets`` (``= -zero * scale``) ``[K/G, N]`` in ``act_dtype``.
+    """
+
+    packed: torch.Tensor
+    scales: torch.Tensor
+    offsets: torch.Tensor
+    group_size: int
+    bits: int
+    act_dtype: torch.dtype
+    n: int
+    k: int
+
+
+def prepack_awq_tensors(
+    qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GPU twin of ``prepack_ref.prepack_awq_reference``: ``(packed, scales, offsets)``."""
+    fn = "prepack"
+    if not isinstance(group_size, int) or isinstance(group_size, bool):
+        raise ValueError(f"{fn}: group_size must be an int, got {group_size!r}")
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    _checks.check_tensor(fn, "scales", scales, _ACT_DTYPES, 2)
+    _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+    _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
+    K, N = qweight.shape[0], scales.shape[1]
+    _checks.check_shape(fn, "qweight", qweight, (K, N // 8), "[K, N/8] with N = scales.shape[1]")
+    if N == 0 or N % _PACKED_STRIP_N != 0:
+        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
+    if K == 0 or K % _K_SLAB != 0:
+        raise ValueError(f"{fn}: K = qweight.shape[0] must be a positive multiple of {_K_SLAB}, got {K}")
+    if _checks.group_size_of(fn, K, scales.shape[0]) != group_size:
+        raise ValueError(
+            f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {K // scales.shape[0]}"
+        )
+    _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
+    _checks.check_device_supported(fn, qweight.device)
+
+    stream = _stream(qweight.device)
+    packed = torch.empty((N // _PACKED_STRIP_N, K // _K_SLAB, 32, 4), dtype=torch.int32, device=qweight.device)
+    offsets = torch.empty_like(scales)
+    _ext().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, stream)
+    _ext().fold_awq_zeros(
+        qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
+        scales.dtype == torch.bfloat16, stream,
+    )
+    return packed, scales.clone(), offsets
+
+
+def prepack(
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    qzeros: torch.Tensor,
+    group_size: int | None = None,
+    *,
+    format: str = "awq",
+    gptq_v1: bool = False,
+) -> PackedWeight:
+    """Rewrites an AWQ (default) or GPTQ int4 checkpoint tensor triple into our kernel layout on the GPU.
+
+    AWQ: ``qweight`` int32 ``[K, N/8]``, ``qzeros`` int32 ``[K/G, N/8]``, ``scales`` ``[K/G, N]``.
+    GPTQ: ``qweight`` int32 ``[K/8, N]`` packed along K, ``qzeros`` ``[K/G, N/8]`` in natural order
+    (``gptq_v1=True`` for classic checkpoints storing ``z - 1``). Act-order GPTQ (``g_idx``) is not
+    accepted here. ``group_size`` defaults to ``K / scales.shape[0]``. The activation dtype is the
+    scales' dtype (fp16 or bf16).
+    """
+    fn = "prepack"
+    if format not in ("awq", "gptq"):
+        raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+    _checks.check_tensor(fn, "scales", scales, _ACT_DTYPES, 2)
+    if format == "gptq":
+        from .formats import gptq_to_awq
+
+        qweight, qzeros = gptq_to_awq(qweight, qzeros, v1=gptq_v1)
+    K = qweight.shape[0]
+    if group_size is None:
+        group_size = _checks.group_size_of(fn, K, scales.shape[0])
+    packed, scales_out, offsets = prepack_awq_tensors(qweight, scales, qzeros, group_size)
+    return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K)
+
+
+# ---------------------------------------------------------------------------------------------------
+# GEMM
+
+
+def _check_packed_weight(fn: str, packed: object) -> None:
+    """A PackedWeight's fields must be sane and its tensors (_check_packed_tensors) agree with them: a
+    hand-made or corrupted one would otherwise send the kernel out of bounds."""
+    if not isinstance(packed, PackedWeight):
+        raise ValueError(f"{fn}: packed must be a PackedWeight from mixgemm.prepack, got {type(packed).__name__}")
+    if packed.act_dtype not in _ACT_DTYPES:
+        raise ValueError(f"{fn}: packed.act_dtype must be float16 or bfloat16, got {packed.act_dtype}")
+    if packed.bits != 4:
+        raise ValueError(f"{fn}: packed.bits must be 4 (int4 weights), got {packed.bits}")
+    for name in ("n", "k", "group_size"):
+        value = getattr(packed, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{fn}: packed.{name} must be a positive int, got {value!r}")
+    n, k, g = packed.n, packed.k, packed.group_size
+    if n % _PACKED_STRIP_N or k % _K_SLAB or k % g:
+        raise ValueError(
+            f"{fn}: packed has n = {n}, k = {k}, group_size = {g}: n must be a multiple of {_PACKED_STRIP_N}, "
+            f"k of {_K_SLAB}, and group_size must divide k"
+        )
+
+
+def _check_packed_tensors(fn: str, packed: PackedWeight) -> None:
+    """The tensors of a PackedWeight (whose fields passed _check_packed_weight) match n, k, group_size."""
+    n, k, g = packed.n, packed.k, packed.group_size
+    _checks.check_tensor(fn, "packed.packed", packed.packed, (torch.int32,), 4)
+    _checks.check_shape(fn, "packed.packed", packed.packed, (n // _PACKED_STRIP_N, k // _K_SLAB, 32, 4),
+                        "[N/64, K/16, 32, 4]")
+    for name in ("scales", "offsets"):
+        t = getattr(packed, name)
+        _checks.check_tensor(fn, f"packed.{name}", t, (packed.act_dtype,), 2)
+        _checks.check_shape(fn, f"packed.{name}", t, (k // g, n), "[K/G, N]")
+    _checks.check_same_device(fn, packed=packed.packed, scales=packed.scales, offsets=packed.offsets)
+
+# Serial split-K semaphores, per (device, stream): zero-initialised once; every kernel leaves them zero
+# again, so the hot path needs no memset (and CUDA-graph replays stay valid). Per stream because two
+# serial GEMMs running at once on different streams must not share tile counters.
+_semaphores: dict[tuple[torch.device, int], torch.Tensor] = {}
+_MIN_SEMAPHORES = 4096
+
+
+def _semaphore_buffer(device: torch.device, count: int) -> torch.Tensor:
+    key = (device, _stream(device))
+    buffer = _semaphores.get(key)
+    if buffer is None or buffer.numel() < count:
+        buffer = torch.zeros(max(count, _MIN_SEMAPHORES), dtype=torch.int32, device=device)
+        _semaphores[key] = buffer
+    return buffer
+
+
+def resolve_config(x_rows: int, packed: PackedWeight, config) -> GemmConfig:
+    """``config="auto"`` -> the tuned choice if cached, else the heuristic; a GemmConfig is checked."""
+    from . import tuning
+
+    compiled = _check_config_arg(config, packed.act_dtype)
+    if config == "auto":
+        device = packed.packed.device
+        tuned = tuning.lookup(torch.cuda.get_device_name(device), x_rows, packed.n, packed.k,
+                              packed.group_size, packed.act_dtype)
+        # A cache written by another build may name a tile this build lacks, or a split-K this K cannot
+        # take: such an entry is stale, not an error, so the heuristic takes over.
+        if tuned is not None:
+            compiled_tiles = {c.tile for c in compiled}
+            if tuned.tile in compiled_tiles and tuned.split_k <= packed.k // tuned.tile_k:
+                return tuned
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return tuning.heuristic_config(compiled, x_rows, packed.n, packed.k, sms)
+    return config
+
+
+def _check_config_arg(config, act_dtype: torch.dtype) -> list[GemmConfig]:
+    """``config`` must be "auto" or a GemmConfig compiled for ``act_dtype``; returns the compiled list."""
+    from .config import compiled_configs
+
+    compiled = compiled_configs(act_dtype)
+    if isinstance(config, str):
+        if config != "auto":
+            raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {config!r}")
+    elif not isinstance(config, GemmConfig):
+        raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {type(config).__name__}")
+    elif config.tile not in {c.tile for c in compiled}:
+        names = ", ".join(c.name for c in compiled)
+        raise ValueError(f"gemm: config {config.name} is not compiled into this build; compiled: {names}")
+    return compiled
+
+
+def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None, config="auto") -> torch.Tensor:
+    """``y = x @ dequant(W) + bias`` with our CUTLASS-2.x-style mixed-input kernel.
+
+    ``x``: contiguous CUDA ``[..., K]`` in ``packed.act_dtype``; ``bias``: ``[N]`` or None; ``config``:
+    ``"auto"`` or a :class:`~mixgemm.config.GemmConfig`. Returns ``[..., N]``.
+    """
+    fn = "gemm"
+    _check_packed_weight(fn, packed)
+    if not isinstance(x, torch.Tensor) or x.dim() < 1:
+        raise ValueError(f"{fn}: x must be a torch.Tensor with at least one dimension")
+    if x.shape[-1] != packed.k:
+        raise ValueError(f"{fn}: x.shape[-1] must equal the weight's K = {packed.k}, got {x.shape[-1]}")
+    if not x.is_contiguous():
+        # Report the first broken rule in the usual order (dtype, device, then contiguity).
+        _checks.check_tensor(fn, "x", x, (packed.act_dtype,), x.dim())
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, packed.k)
+    _checks.check_tensor(fn, "x", x2, (packed.act_dtype,), 2)
+    _check_packed_tensors(fn, packed)
+    _checks.check_same_device(fn, x=x, packed=packed.packed)
+    if bias is not None:
+        _checks.check_tensor(fn, "bias", bias, (packed.act_dtype,), 1)
+        _checks.check_shape(fn, "bias", bias, (packed.n,), "one value per output column")
+        _checks.check_same_device(fn, x=x, bias=bias)
+    M, N, K = x2.shape[0], packed.n, packed.k
+    out = torch.empty((M, N), dtype=packed.act_dtype, device=x.device)
+    if M == 0:
+        _check_config_arg(config, packed.act_dtype)  # nothing to launch, but a bad config is still an error
+        return out.reshape(*lead, N)
+    _checks.check_device_supported(fn, x.device)
+    cfg = resolve_config(M, packed, config)
+
+    floats, semaphore_count = _ext().gemm_workspace_size(cfg.tile, M, N, cfg.split_k, cfg.split_k_mode)
+    workspace = torch.empty(floats, dtype=torch.float32, device=x.device) if floats else None
+    semaphores = _semaphore_buffer(x.device, semaphore_count) if semaphore_count else None
+    _ext().gemm(
+        cfg.tile, x2.data_ptr(), packed.packed.data_ptr(), packed.scales.data_ptr(), packed.offsets.data_ptr(),
+        bias.data_ptr() if bias is not None else 0, out.data_ptr(),
+        workspace.data_ptr() if workspace is not None else 0,
+        semaphores.data_ptr() if semaphores is not None else 0,
+        M, N, K, packed.group_size, cfg.split_k, cfg.split_k_mode, packed.act_dtype == torch.bfloat16,
+        _stream(x.device),
+    )
+    return out.reshape(*lead, N)

@@ -1,0 +1,210 @@
+"""Choosing a GemmConfig for a shape: the built-in heuristic and the cache of tuned winners.
+
+``gemm(..., config="auto")`` asks :func:`lookup` first (the winner ``python -m mixgemm tune`` stored for
+this GPU and shape bucket) and falls back to :func:`heuristic_config`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import math
+import os
+import pathlib
+import tempfile
+import warnings
+
+import torch
+
+from .config import GemmConfig
+
+# Preferred threadblock tile (tile_m, tile_n) per M bucket, best first. Small M is bandwidth bound:
+# 16-row tiles waste no mma rows and many N tiles spread the weight stream over the SMs. Large M is
+# compute bound: 128-row tiles convert each weight once for 128 rows.
+_PREFERENCE = (
+    (16, ((16, 128), (16, 64), (16, 256), (32, 128), (64, 128))),
+    (32, ((32, 128), (64, 128), (16, 128))),
+    (64, ((64, 128), (32, 128), (128, 128))),
+    (256, ((64, 128), (128, 128), (32, 128))),
+    (math.inf, ((128, 128), (128, 256), (64, 128))),
+)
+# Enough threadblocks for about this many per SM keeps the weight stream saturated at small M.
+_BLOCKS_PER_SM = 2
+# Each split should still stream a few k-tiles so the pipeline fills.
+_MIN_K_TILES_PER_SPLIT = 4
+_MAX_SPLIT_K = 16
+
+
+def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
+    for bound, tiles in _PREFERENCE:
+        if M <= bound:
+            for tile_m, tile_n in tiles:
+                matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
+                if matches:
+                    # Deeper pipelines hide more latency at small M; 4 is where returns flatten.
+                    return min(matches, key=lambda c: abs(c.stages - 4))
+            break
+    # Nothing preferred was compiled: the nearest tile height.
+    return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
+
+
+def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig:
+    """A sane default: a tile by M bucket, then split-K until the grid covers the GPU."""
+    if not configs:
+        raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
+    config = _pick_tile(configs, M)
+    tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
+    k_tiles = K // config.tile_k
+    want = math.ceil(_BLOCKS_PER_SM * sm_count / tiles)
+    split_k = max(1, min(want, k_tiles // _MIN_K_TILES_PER_SPLIT, _MAX_SPLIT_K))
+    return config.with_split_k(split_k, "none" if split_k == 1 else "serial")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The tuned-config cache: winners of `python -m mixgemm tune`, one per (GPU, M bucket, N, K, G, dtype).
+#
+# File layout (JSON): {"version": 1, "entries": {key: {"config": {GemmConfig fields}, "time_us": float,
+# "M": the M it was tuned at, "saved": ISO time}}}. Keys are strings so the file stays diffable and
+# hand-editable; cache_key() is the only place that builds them.
+
+_CACHE_VERSION = 1
+_BUCKET_CAP = 4096
+_OVERFLOW_BUCKET = f">{_BUCKET_CAP}"
+
+# Parsed cache files: path -> ((inode, mtime_ns, size), entries). gemm() consults the cache on every
+# "auto" call, so a lookup must cost one os.stat, not a JSON parse. The stat catches another process's
+# save: os.replace gives the file a new inode even when the mtime granularity hides the change.
+_memo: dict[str, tuple[tuple[int, int, int], dict]] = {}
+
+
+def cache_path() -> pathlib.Path:
+    """``$MIXGEMM_CACHE`` if set, else ``$XDG_CACHE_HOME/mixgemm/tuned.json`` (``~/.cache`` by default)."""
+    override = os.environ.get("MIXGEMM_CACHE")
+    if override:
+        return pathlib.Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "mixgemm" / "tuned.json"
+
+
+def m_bucket(M: int) -> str:
+    """The smallest power of two >= M, up to 4096; every larger M shares the bucket ``">4096"``.
+
+    Kernel choice changes with the tile-row count, which is what powers of two track; beyond 4096 rows
+    every shape is compute bound and one choice serves all.
+    """
+    if isinstance(M, bool) or not isinstance(M, int) or M < 1:
+        raise ValueError(f"tuning: M must be a positive int, got {M!r}")
+    if M > _BUCKET_CAP:
+        return _OVERFLOW_BUCKET
+    return str(1 << (M - 1).bit_length())
+
+
+def _dtype_name(dtype) -> str:
+    names = {torch.float16: "fp16", torch.bfloat16: "bf16", "fp16": "fp16", "bf16": "bf16",
+             "float16": "fp16", "bfloat16": "bf16"}
+    if dtype not in names:
+        raise ValueError(f"tuning: dtype must be float16/bfloat16 (or 'fp16'/'bf16'), got {dtype!r}")
+    return names[dtype]
+
+
+def cache_key(gpu_name: str, M: int, N: int, K: int, G: int, dtype) -> str:
+    """The cache key of one tuned problem, e.g. ``"NVIDIA H100 80GB HBM3|M16|N4096|K4096|G128|fp16"``."""
+    return f"{gpu_name}|M{m_bucket(M)}|N{int(N)}|K{int(K)}|G{int(G)}|{_dtype_name(dtype)}"
+
+
+def load_cache(path=None) -> dict:
+    """The entries of the cache file at ``path`` (default :func:`cache_path`); ``{}`` if absent.
+
+    A file that is not valid JSON in our layout (a crash mid-write by an older tool, a hand edit) is
+    treated as empty with a warning: a broken cache must never break ``gemm``; the next save rewrites it.
+    """
+    path = pathlib.Path(path) if path is not None else cache_path()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        warnings.warn(f"mixgemm: cannot read tuning cache {path} ({exc}); ignoring it", stacklevel=2)
+        return {}
+    try:
+        data = json.loads(text)
+        entries = data["entries"]
+        if not isinstance(entries, dict):
+            raise TypeError("'entries' is not an object")
+    except (ValueError, KeyError, TypeError) as exc:
+        warnings.warn(f"mixgemm: tuning cache {path} is corrupt ({exc}); treating it as empty", stacklevel=2)
+        return {}
+    return entries
+
+
+def _config_to_json(config: GemmConfig) -> dict:
+    return dataclasses.asdict(config)
+
+
+def _config_from_json(fields) -> GemmConfig | None:
+    try:
+        return GemmConfig(**fields)
+    except (TypeError, ValueError):
+        return None
+
+
+def save_choice(gpu_name: str, M: int, N: int, K: int, G: int, dtype, config: GemmConfig,
+                time_us: float | None = None, path=None) -> pathlib.Path:
+    """Records ``config`` as the winner for its key, merged into the file's current contents.
+
+    The file is re-read just before writing (another tuner may have saved meanwhile) and replaced
+    atomically: the new JSON goes to a temporary file in the same directory, then ``os.replace`` swaps
+    it in, so a reader sees the old file or the new one, never a half-written one.
+    """
+    if not isinstance(config, GemmConfig):
+        raise ValueError(f"tuning: config must be a GemmConfig, got {type(config).__name__}")
+    path = pathlib.Path(path) if path is not None else cache_path()
+    key = cache_key(gpu_name, M, N, K, G, dtype)
+    entries = load_cache(path)
+    entries[key] = {
+        "config": _config_to_json(config),
+        "time_us": None if time_us is None else float(time_us),
+        "M": int(M),
+        "saved": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"version": _CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Leave no stray temporary file behind; the old cache (if any) is untouched.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _entries_memoized(path: pathlib.Path) -> dict:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {}
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    memo = _memo.get(str(path))
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
+    entries = load_cache(path)
+    _memo[str(path)] = (stamp, entries)
+    return entries
+
+
+def lookup(gpu_name: str, M: int, N: int, K: int, G: int, dtype, path=None) -> GemmConfig | None:
+    """The tuned config for this problem's bucket, or None (no file, no entry, or an unreadable one)."""
+    path = pathlib.Path(path) if path is not None else cache_path()
+    entry = _entries_memoized(path).get(cache_key(gpu_name, M, N, K, G, dtype))
+    if not isinstance(entry, dict):
+        return None
+    fields = entry.get("config")
+    return _config_from_json(fields) if isinstance(fields, dict) else None

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The developer's GPU check (DESIGN.md section 6): on a GPU machine without network, install and build
+# mixgemm, run every test (GPU ones included), compute-sanitizer on a small grid, and a short benchmark;
+# print a summary table last. Logs go to $OUT (the device tool's output folder) or ./gpu-check-out.
+#
+#   bash tools/gpu_check.sh            # everything
+#   SKIP_SANITIZER=1 SKIP_BENCH=1 ...  # parts
+# Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
+# .whl/ (or already installed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+declare -a SUMMARY=()
+status=0
+record() {  # name, rc, detail
+  local verdict=PASS
+  [ "$2" -eq 0 ] || { verdict=FAIL; status=1; }
+  SUMMARY+=("$(printf '%-22s %-5s %s' "$1" "$verdict" "$3")")
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+# 1. Install: CUTLASS headers wheel (no deps: headers only), then our build, no isolation (no network).
+if ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl 2>&1 | tail -n 2
+fi
+# One architecture (this GPU's) keeps the device build short; the default build is 80;90.
+export MIXGEMM_CUDA_ARCHS=${MIXGEMM_CUDA_ARCHS:-90}
+export MIXGEMM_KERNELS=${MIXGEMM_KERNELS:-full}
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
+start=$(date +%s)
+python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1
+rc=$?
+record build $rc "$(( $(date +%s) - start )) s, archs $MIXGEMM_CUDA_ARCHS, kernels $MIXGEMM_KERNELS"
+grep -E "spill|warning" "$OUT/build.log" | grep -v "0 bytes spill" | head -n 20 >"$OUT/build_warnings.txt"
+if [ $rc -ne 0 ]; then tail -n 40 "$OUT/build.log"; printf '%s\n' "${SUMMARY[@]}"; exit 1; fi
+
+# 2. Every test, GPU ones included (--require-gpu: a missing GPU is an error, not a deselection).
+( cd tests && python3 -m pytest -q --require-gpu -p no:cacheprovider --maxfail=20 . ) >"$OUT/pytest.log" 2>&1
+rc=$?
+record pytest $rc "$(tail -n 1 "$OUT/pytest.log")"
+[ $rc -eq 0 ] || tail -n 60 "$OUT/pytest.log"
+
+# 3. compute-sanitizer on a small grid of every kernel.
+if [ -z "${SKIP_SANITIZER:-}" ]; then
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 python3 tools/sanitize_small.py >"$OUT/sanitizer_$tool.log" 2>&1
+    rc=$?
+    record "sanitizer $tool" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -n 1)"
+  done
+fi
+
+# 4. Short benchmark (DESIGN.md section 7 protocol; full tables in $OUT).
+if [ -z "${SKIP_BENCH:-}" ]; then
+  python3 -m mixgemm dequant --out "$OUT" >"$OUT/bench_dequant.log" 2>&1
+  record "bench dequant" $? "$(tail -n 1 "$OUT/bench_dequant.log")"
+  python3 -m mixgemm bench --shapes "${BENCH_SHAPES:-quick}" --out "$OUT" >"$OUT/bench.log" 2>&1
+  record "bench gemm" $? "table in bench.log"
+  cat "$OUT/bench_dequant.log" "$OUT/bench.log"
+fi
+
+echo
+echo "==== mixgemm gpu_check summary ($(head -n 1 "$OUT/gpu.txt")) ===="
+printf '%s\n' "${SUMMARY[@]}"
+exit $status

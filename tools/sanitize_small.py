@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""A small run of every kernel, for compute-sanitizer (memcheck, racecheck) in tools/gpu_check.sh.
+
+Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
+tile (N = 320), every compiled config and each split-K mode (with an empty trailing split).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import mixgemm
+from mixgemm import formats
+
+
+def main() -> int:
+    K, N, G, M = 384, 320, 128, 17
+    ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
+    x = torch.randn(M, K, device="cuda").half()
+    ref = x.double() @ formats.dequantize(
+        formats.unpack_awq(ckpt["qweight"]), ckpt["scales"], formats.unpack_awq(ckpt["qzeros"]), group_size=G
+    )
+    failures = []
+
+    def check(name: str, out: torch.Tensor, tol: float) -> None:
+        err = ((out.double() - ref).norm() / ref.norm()).item()
+        if not err < tol:
+            failures.append(f"{name}: relative error {err:.2e}")
+
+    mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    for config in mixgemm.compiled_configs(torch.float16):
+        for split in ((1, "none"), (4, "serial"), (4, "parallel")):
+            cfg = config.with_split_k(*split)
+            check(cfg.name, mixgemm.gemm(x, packed, config=cfg), 3e-3)
+    torch.cuda.synchronize()
+    for f in failures:
+        print("FAIL", f)
+    print(f"sanitize_small: {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
