@@ -215,6 +215,7 @@ class TestGroupSizeOf:
 
 
 class TestCheckDeviceSupported:
+    @pytest.mark.nogpu
     def test_no_gpu_here(self):
         assert _C.cuda_device_count() == 0
         with pytest.raises(RuntimeError, match=r"^f: no CUDA GPU is visible"):
