@@ -48,13 +48,13 @@ mixgemm::gemm::ActType act_of(bool bf16) {
   return bf16 ? mixgemm::gemm::ActType::kBFloat16 : mixgemm::gemm::ActType::kFloat16;
 }
 
-// The architectures this build holds machine code for, from CMake (e.g. "80;90").
+// The architectures this build holds machine code for, from CMake (comma-separated, e.g. "80,90").
 std::vector<int> compiled_archs() {
   std::vector<int> archs;
   const std::string list = MIXGEMM_CUDA_ARCHS;
   std::size_t start = 0;
   while (start < list.size()) {
-    std::size_t end = list.find(';', start);
+    std::size_t end = list.find(',', start);
     if (end == std::string::npos) end = list.size();
     // Entries may carry a suffix such as "90a" or "80-real": the leading digits are the arch.
     archs.push_back(std::stoi(list.substr(start, end - start)));
