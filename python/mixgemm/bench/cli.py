@@ -1,0 +1,533 @@
+"""``python -m mixgemm {bench,dequant,sweep,tune}``: compare, profile and tune on the GPU.
+
+  bench    every peer on DESIGN.md section 7's shapes (or a quick subset, or your own); prints the table
+  dequant  the standalone dequantize against the copy bandwidth of the same GPU
+  sweep    every compiled config x split-K x split-K mode for one shape; plots
+  tune     sweep, then store the fastest config per M bucket in the cache gemm(config="auto") reads
+
+Each writes JSON and CSV (and sweep/tune PNGs) into ``--out``. Argument parsing needs no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import pathlib
+import re
+import sys
+
+from . import metrics, report
+from .timing import MIN_REPS
+
+# DESIGN.md section 7.
+DESIGN_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192, 28672), (28672, 8192))
+DESIGN_MS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+QUICK_SHAPES = ((4096, 4096), (8192, 28672))
+QUICK_MS = (1, 16, 128, 4096)
+PEER_NAMES = ("mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4")
+SPLIT_KS = (1, 2, 4, 8, 16)
+SPLIT_K_MODES = ("serial", "parallel")
+COPY_YARDSTICK_BYTES = 1 << 30
+DEFAULT_OUT = "mixgemm-bench"
+# Our kernel's layout rules (DESIGN.md section 1): N in 64-column strips, K in 64-row k-tiles.
+_N_MULTIPLE = 64
+_K_MULTIPLE = 64
+
+
+# ---------------------------------------------------------------------------------------------------
+# Argument types: each raises ArgumentTypeError, which argparse reports as "argument --x: <message>".
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``"KxN"`` -> ``(K, N)``."""
+    match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
+    if not match or int(match[1]) == 0 or int(match[2]) == 0:
+        raise argparse.ArgumentTypeError(
+            f"invalid shape {text!r}: expected KxN with positive integers, e.g. 4096x11008"
+        )
+    return int(match[1]), int(match[2])
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    """``design``, ``quick`` or a comma-separated list of ``KxN``."""
+    if text == "design":
+        return list(DESIGN_SHAPES)
+    if text == "quick":
+        return list(QUICK_SHAPES)
+    return [parse_shape(part) for part in text.split(",")]
+
+
+def parse_ms(text: str) -> list[int]:
+    """A comma-separated list of positive ints, e.g. ``1,16,128``."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"invalid M list {text!r}: expected positive integers like 1,16,128")
+    return values
+
+
+def parse_peers(text: str) -> list[str]:
+    if text == "all":
+        return list(PEER_NAMES)
+    names = [part.strip() for part in text.split(",")]
+    unknown = [n for n in names if n not in PEER_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown peer(s) {unknown}; choose from {', '.join(PEER_NAMES)} or 'all'")
+    return names
+
+
+_CONFIG_NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
+
+
+def parse_config(text: str):
+    """``"auto"`` or a :attr:`GemmConfig.name` such as ``16x128x64_w16x32x64_s4`` or ``..._s4_k4s``."""
+    if text == "auto":
+        return "auto"
+    from ..config import GemmConfig
+
+    match = _CONFIG_NAME.fullmatch(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"invalid config {text!r}: expected 'auto' or a name like 16x128x64_w16x32x64_s4 (optionally _k4s / "
+            "_k4p for split-K 4, serial / parallel)"
+        )
+    tile = [int(v) for v in match.groups()[:7]]
+    split_k = int(match[8]) if match[8] else 1
+    mode = {"s": "serial", "p": "parallel", None: "none"}[match[9]]
+    try:
+        return GemmConfig(*tile, split_k=split_k, split_k_mode=mode)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _reps(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < MIN_REPS:
+        raise argparse.ArgumentTypeError(f"--reps must be an integer >= {MIN_REPS} (median of >= 7), got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parser
+
+_EXAMPLES = """examples:
+  python -m mixgemm bench --shapes quick
+  python -m mixgemm bench --shapes 4096x4096,8192x28672 --m 1,16,128 --peers mixgemm,cublas_fp16 --out runs/a
+  python -m mixgemm dequant --shape 8192x28672
+  python -m mixgemm sweep --shape 8192x28672 --m 1,16,128,4096
+  python -m mixgemm tune --shape 4096x4096 --m 1,16,64,256,4096   # then gemm(config="auto") uses it
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--group-size", type=int, default=128, metavar="G", help="quantization group size (128)")
+    common.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="activation dtype (fp16)")
+    common.add_argument("--out", type=pathlib.Path, default=pathlib.Path(DEFAULT_OUT),
+                        help=f"directory for JSON/CSV/PNG results (./{DEFAULT_OUT})")
+    common.add_argument("--reps", type=_reps, default=MIN_REPS, help=f"timed graph replays, >= {MIN_REPS}")
+    common.add_argument("--warmup", type=_non_negative_int, default=2,
+                        help="eager passes over all copies before capture (2; at least 1 runs)")
+    common.add_argument("--no-graph", action="store_true", help="time eager launches instead of CUDA graphs")
+    common.add_argument("--read-bw", type=_positive_float, default=metrics.READ_BW_TBS, metavar="TB/S",
+                        help=f"read-bandwidth ceiling for the floor ({metrics.READ_BW_TBS} TB/s, H100)")
+    common.add_argument("--peak-tflops", type=_positive_float, default=metrics.PEAK_TFLOPS, metavar="TFLOP/S",
+                        help=f"fp16 compute ceiling for the floor ({metrics.PEAK_TFLOPS} TFLOP/s, H100)")
+
+    parser = argparse.ArgumentParser(
+        prog="python -m mixgemm", description="mixgemm: compare, profile and tune the int4 GEMM on this GPU.",
+        epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,dequant,sweep,tune}")
+    parser.subcommands = sub.choices  # parse_args reports cross-argument errors through the subcommand
+
+    bench = sub.add_parser("bench", parents=[common], help="compare every peer on a set of shapes")
+    bench.add_argument("--shapes", type=parse_shapes, default="design",
+                       help="'design' (DESIGN.md s.7), 'quick', or KxN[,KxN...]")
+    bench.add_argument("--m", type=parse_ms, default=None, help=(
+        f"M values (design: {','.join(map(str, DESIGN_MS))}; quick: {','.join(map(str, QUICK_MS))})"))
+    bench.add_argument("--peers", type=parse_peers, default=list(PEER_NAMES),
+                       help=f"comma-separated subset of {','.join(PEER_NAMES)} (all)")
+    bench.add_argument("--config", type=parse_config, default="auto", help="our GEMM's config: 'auto' or a name")
+
+    dequant = sub.add_parser("dequant", parents=[common], help="awq_dequantize vs device-to-device copy")
+    dequant.add_argument("--shape", type=parse_shape, default=(8192, 28672), help="KxN (8192x28672)")
+
+    for name, text in (("sweep", "every compiled config x split-K x mode for one shape"),
+                       ("tune", "sweep, then cache the fastest config per M bucket")):
+        p = sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("--shape", type=parse_shape, required=True, help="KxN")
+        p.add_argument("--m", type=parse_ms, default=list(DESIGN_MS), help="M values (DESIGN.md s.7's list)")
+        p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    tune = sub.choices["tune"]
+    tune.add_argument("--cache", type=pathlib.Path, default=None,
+                      help="tuning cache file ($MIXGEMM_CACHE, else $XDG_CACHE_HOME/mixgemm/tuned.json)")
+    return parser
+
+
+def _check_shape(parser: argparse.ArgumentParser, K: int, N: int, G: int) -> None:
+    if K % _K_MULTIPLE != 0 or N % _N_MULTIPLE != 0:
+        parser.error(f"shape {K}x{N}: K must be a multiple of {_K_MULTIPLE} (the k-tile) and N of {_N_MULTIPLE} "
+                     "(the packed column strip)")
+    if K % G != 0:
+        parser.error(f"shape {K}x{N}: K = {K} is not a multiple of --group-size {G}")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parses and cross-checks the arguments (no GPU needed); errors exit through argparse."""
+    top = build_parser()
+    args = top.parse_args(argv)
+    parser = top.subcommands[args.command]
+    if args.group_size < _K_MULTIPLE or args.group_size % _K_MULTIPLE != 0:
+        parser.error(f"--group-size must be a positive multiple of {_K_MULTIPLE}, got {args.group_size}")
+    if args.command == "bench":
+        # (argparse runs `type` on string defaults too, so args.shapes is already a list here.)
+        if args.m is None:
+            args.m = list(QUICK_MS) if args.shapes == list(QUICK_SHAPES) else list(DESIGN_MS)
+        shapes = args.shapes
+    else:
+        shapes = [args.shape]
+    for K, N in shapes:
+        _check_shape(parser, K, N, args.group_size)
+    return args
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running (GPU only from here on)
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def _meta(args: argparse.Namespace, argv) -> dict:
+    import torch
+
+    from .. import __version__
+
+    return {
+        "command": args.command,
+        "argv": list(argv) if argv is not None else sys.argv[1:],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "mixgemm": __version__,
+        "dtype": args.dtype,
+        "group_size": args.group_size,
+        "ceilings": {"read_bw_tbs": args.read_bw, "peak_tflops": args.peak_tflops},
+        "protocol": {"reps": args.reps, "warmup": args.warmup, "cuda_graph": not args.no_graph,
+                     "l2_rotation_bytes": 256 << 20, "statistic": "median per call"},
+    }
+
+
+def _time_case(problem: metrics.Problem, record: dict, closures, args) -> dict:
+    """Times ``closures`` into ``record`` (status ok/error), adding the rates against ``problem``."""
+    from .timing import time_fn
+
+    try:
+        timing = time_fn(closures, warmup=args.warmup, reps=args.reps, use_graph=not args.no_graph)
+    except Exception as exc:  # noqa: BLE001 - recorded; the run goes on with the next case
+        from .peers import describe
+
+        record.update(status="error", reason=describe(exc))
+        return record
+    rates = problem.rates(timing.median_us)
+    notes = [n for n in (getattr(closures, "note", None), timing.note) if n]
+    record.update(
+        status="ok", time_us=timing.median_us, min_us=timing.min_us, max_us=timing.max_us,
+        samples_us=timing.samples_us, copies=timing.calls_per_sample, cuda_graph=timing.graph,
+        tflops=rates.tflops, gbps=rates.gbps, pct_floor=rates.pct_of_floor, note="; ".join(notes) or None,
+    )
+    return record
+
+
+def _base_record(problem: metrics.Problem, peer: str, dtype: str) -> dict:
+    return {
+        "K": problem.K, "N": problem.N, "M": problem.M, "G": problem.G, "dtype": dtype, "peer": peer,
+        "config": None, "status": None, "time_us": None, "bytes": problem.bytes, "flops": problem.flops,
+        "floor_us": problem.floor_us,
+    }
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _notes(records: list[dict]) -> str:
+    """Why peers did not run, and any measurement caveats, once each."""
+    lines = []
+    for r in records:
+        for text in (r.get("reason"), r.get("note")):
+            line = f"  {r['peer']}: {text}" if text else None
+            if line and line not in lines:
+                lines.append(line)
+    return "notes:\n" + "\n".join(lines) if lines else ""
+
+
+def run_bench(args, argv=None) -> list[dict]:
+    from . import peers
+    from .timing import copies_for
+
+    dtype = _torch_dtype(args.dtype)
+    ceilings = metrics.Ceilings(args.read_bw, args.peak_tflops)
+    records = []
+    for K, N in args.shapes:
+        copies = copies_for(metrics.Problem(0, N, K, args.group_size).weight_bytes)
+        for M in args.m:
+            problem = metrics.Problem(M, N, K, args.group_size, ceilings)
+            for peer in args.peers:
+                options = {"config": args.config} if peer == "mixgemm" else {}
+                record = _base_record(problem, peer, args.dtype)
+                closures, reason = peers.build(peer, M, N, K, args.group_size, dtype, copies, **options)
+                if closures is None:
+                    record.update(status="unavailable", reason=reason)
+                else:
+                    record["config"] = closures.config if isinstance(closures, peers.Closures) else None
+                    _time_case(problem, record, closures, args)
+                del closures
+                records.append(record)
+                shown = _fmt_time(record)
+                _log(f"[bench] {K}x{N} M={M} {peer}: {shown}")
+        peers.clear_caches()
+    report.add_speedups(records)
+    out = args.out
+    report.write_json(out / "bench.json", records, _meta(args, argv))
+    report.write_csv(out / "bench.csv", records)
+    notes = _notes(records)
+    if notes:
+        print(notes + "\n")
+    print(f"results: {out / 'bench.json'}, {out / 'bench.csv'}\n")
+    print(report.format_table(records))
+    return records
+
+
+def _fmt_time(record: dict) -> str:
+    if record.get("status") == "ok":
+        return f"{record['time_us']:.2f} us"
+    return f"{record.get('status')} ({record.get('reason')})"
+
+
+def run_dequant(args, argv=None) -> list[dict]:
+    from . import peers
+    from .timing import copies_for, time_fn
+
+    dtype = _torch_dtype(args.dtype)
+    K, N = args.shape
+    G = args.group_size
+    # The bytes a dequantize must move: read the int4 weight, write it as fp16/bf16. (Scales and zeros
+    # add 1/G of that and are left out, so the comparison with a plain copy is like for like.)
+    moved = K * N // 2 + 2 * K * N
+    timing_args = dict(warmup=args.warmup, reps=args.reps, use_graph=not args.no_graph)
+    records = []
+
+    def add(op: str, nbytes: int, timing) -> None:
+        records.append({"op": op, "K": K, "N": N, "G": G, "dtype": args.dtype, "bytes": nbytes,
+                        "time_us": timing.median_us, "min_us": timing.min_us, "max_us": timing.max_us,
+                        "samples_us": timing.samples_us, "copies": timing.calls_per_sample,
+                        "cuda_graph": timing.graph, "note": timing.note,
+                        "gbps": nbytes / (timing.median_us * 1e-6) / 1e9})
+
+    # The yardstick: one 1 GiB copy (already 20x L2, so no rotation), counting read + write.
+    add("copy 1 GiB (read+write)", 2 * COPY_YARDSTICK_BYTES,
+        time_fn(peers.copy_closures(COPY_YARDSTICK_BYTES, 1), **timing_args))
+    # A copy moving exactly the dequantize's bytes: the time a perfect dequantize would take.
+    half = moved // 2
+    add("copy same bytes", 2 * half, time_fn(peers.copy_closures(half, copies_for(half)), **timing_args))
+    weight_bytes = metrics.Problem(0, N, K, G).weight_bytes
+    add("awq_dequantize", moved,
+        time_fn(peers.dequant_closures(K, N, G, dtype, copies_for(weight_bytes)), **timing_args))
+    peers.clear_caches()
+
+    copy_bw = records[0]["gbps"]
+    for r in records:
+        r["pct_copy_bw"] = 100.0 * r["gbps"] / copy_bw
+    report.write_json(args.out / "dequant.json", records, _meta(args, argv))
+    report.write_csv(args.out / "dequant.csv", records)
+    notes = sorted({r["note"] for r in records if r["note"]})
+    if notes:
+        print("notes:\n" + "\n".join(f"  {n}" for n in notes) + "\n")
+    print(f"results: {args.out / 'dequant.json'}, {args.out / 'dequant.csv'}\n")
+    rows = [[r["op"], f"{K}x{N}", f"{r['bytes'] / 1e6:.1f}", f"{r['time_us']:.1f}", f"{r['gbps']:.0f}",
+             f"{r['pct_copy_bw']:.1f}"] for r in records]
+    print(report.format_grid(["op", "K x N", "MB moved", "us", "GB/s", "% copy BW"], rows,
+                             [False, False, True, True, True, True]))
+    return records
+
+
+def split_settings(K: int) -> list[tuple[int, str]]:
+    """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, both modes."""
+    settings = [(1, "none")]
+    for split_k in SPLIT_KS:
+        if 1 < split_k <= K // _K_MULTIPLE:
+            settings.extend((split_k, mode) for mode in SPLIT_K_MODES)
+    return settings
+
+
+class _Progress:
+    """tqdm when it is installed, else a line every ~5%."""
+
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc, self.done = total, desc, 0
+        self.every = max(1, total // 20)
+        try:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
+        except ImportError:
+            self.bar = None
+
+    def step(self, info: str = "") -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(info, refresh=False)
+        elif self.done % self.every == 0 or self.done == self.total:
+            _log(f"[{self.desc}] {self.done}/{self.total} {info}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
+    """Times every compiled config x split setting for each M; writes <label>.json/csv and PNGs."""
+    from .. import compiled_configs
+    from . import peers
+    from .timing import copies_for
+
+    dtype = _torch_dtype(args.dtype)
+    K, N = args.shape
+    G = args.group_size
+    ceilings = metrics.Ceilings(args.read_bw, args.peak_tflops)
+    copies = copies_for(metrics.Problem(0, N, K, G).weight_bytes)
+    variants = [c.with_split_k(k, mode) for c in compiled_configs(dtype) for k, mode in split_settings(K)]
+    progress = _Progress(len(args.m) * (len(variants) + 1), f"{label} {K}x{N}")
+    records = []
+    for M in args.m:
+        problem = metrics.Problem(M, N, K, G, ceilings)
+        # What config="auto" does today (tuned cache or heuristic): the line the sweep should beat.
+        cases = [("mixgemm:auto", "auto")] + [("mixgemm", v) for v in variants]
+        for peer_label, config in cases:
+            record = _base_record(problem, peer_label, args.dtype)
+            closures, reason = peers.build("mixgemm", M, N, K, G, dtype, copies, config=config)
+            if config != "auto":
+                record.update(config=config.name, tile=config.with_split_k(1).name, stages=config.stages,
+                              split_k=config.split_k, split_k_mode=config.split_k_mode)
+            elif closures is not None:
+                record["config"] = closures.config
+            if closures is None:
+                record.update(status="unavailable", reason=reason)
+            else:
+                _time_case(problem, record, closures, args)
+            del closures
+            records.append(record)
+            progress.step(f"M={M} {record['config'] or ''}")
+    progress.close()
+    peers.clear_caches()
+
+    out = args.out
+    report.write_json(out / f"{label}.json", records, _meta(args, argv))
+    report.write_csv(out / f"{label}.csv", records)
+    written = [out / f"{label}.json", out / f"{label}.csv"]
+    if not args.no_plots and any(r["status"] == "ok" and r["peer"] == "mixgemm" for r in records):
+        title = f"{K}x{N} G={G} {args.dtype}"
+        for plotted in (report.plot_time_vs_m(records, out / f"{label}_time_vs_m.png", title),
+                        report.plot_stages_splitk_heatmap(records, out / f"{label}_stages_splitk.png", title)):
+            if plotted is not None:
+                written.append(plotted)
+    print("results: " + ", ".join(str(p) for p in written) + "\n")
+    return records
+
+
+def _top(records: list[dict], per_m: int = 5) -> list[dict]:
+    """Each M's auto row and its ``per_m`` fastest configs, fastest first."""
+    shown = []
+    for M in sorted({r["M"] for r in records}):
+        rows = [r for r in records if r["M"] == M and r["status"] == "ok"]
+        auto = [r for r in rows if r["peer"] != "mixgemm"]
+        shown.extend(auto + sorted((r for r in rows if r["peer"] == "mixgemm"), key=lambda r: r["time_us"])[:per_m])
+    return shown
+
+
+def run_sweep(args, argv=None) -> list[dict]:
+    records = sweep(args, argv)
+    failed = sum(r["status"] != "ok" for r in records)
+    if failed:
+        print(f"{failed} of {len(records)} cases did not run (see 'reason' in the JSON)\n")
+    print(report.format_table(_top(records), report.SWEEP_COLUMNS))
+    return records
+
+
+def run_tune(args, argv=None) -> list[dict]:
+    import torch
+
+    from .. import tuning
+
+    records = sweep(args, argv, label="tune")
+    K, N = args.shape
+    gpu = torch.cuda.get_device_name()
+    path = args.cache if args.cache is not None else tuning.cache_path()
+    # One winner per M bucket; where several swept M share a bucket, the largest (the one nearest the
+    # bucket's upper end, which the bucket stands for) decides. What "auto" ran competes too: the
+    # heuristic's split-K need not be one of the swept powers of two, and it may be the fastest.
+    winners: dict[str, dict] = {}
+    for M in sorted(args.m):
+        timed = [r for r in records if r["M"] == M and r["peer"] in ("mixgemm", "mixgemm:auto")
+                 and r["status"] == "ok" and r["config"]]
+        if timed:
+            winners[tuning.m_bucket(M)] = min(timed, key=lambda r: r["time_us"])
+    rows = []
+    for bucket, best in winners.items():
+        config = parse_config(best["config"])
+        tuning.save_choice(gpu, best["M"], N, K, args.group_size, args.dtype, config, best["time_us"], path=path)
+        auto = next((r for r in records if r["M"] == best["M"] and r["peer"] == "mixgemm:auto"), None)
+        gain = auto["time_us"] / best["time_us"] if auto and auto["status"] == "ok" else None
+        rows.append([bucket, str(best["M"]), best["config"], f"{best['time_us']:.2f}",
+                     "-" if auto is None or auto["status"] != "ok" else f"{auto['time_us']:.2f} ({auto['config']})",
+                     "-" if gain is None else f"{gain:.2f}x"])
+    if not rows:
+        print("no config ran successfully; nothing cached")
+        return records
+    print(f"cached {len(rows)} choice(s) for '{gpu}' in {path}\n")
+    print(report.format_grid(["M bucket", "M", "tuned config", "us", "auto before (config)", "gain"], rows,
+                             [True, True, False, True, True, True]))
+    return records
+
+
+_COMMANDS = {"bench": run_bench, "dequant": run_dequant, "sweep": run_sweep, "tune": run_tune}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print(f"python -m mixgemm {args.command}: no CUDA GPU is visible; benchmarks need one", file=sys.stderr)
+        return 2
+    _COMMANDS[args.command](args, argv)
+    return 0

@@ -1,0 +1,84 @@
+"""The profiler end to end on a small shape: every GPU path of bench, sweep and tune runs and reports
+finite positive times measured through CUDA graphs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import mixgemm
+from mixgemm import ops, tuning
+from mixgemm.bench import cli
+
+pytestmark = pytest.mark.gpu
+
+SHAPE = "1024x1024"
+REQUIRED_PEERS = ("mixgemm", "vllm_style", "cublas_fp16")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    # config="auto" reads the tuning cache: keep the user's own out of these runs, and ours out of theirs.
+    path = tmp_path / "tuned.json"
+    monkeypatch.setenv("MIXGEMM_CACHE", str(path))
+    return path
+
+
+def _results(path):
+    return json.loads(path.read_text())["results"]
+
+
+def _timed(record) -> bool:
+    t = record.get("time_us")
+    return record["status"] == "ok" and isinstance(t, float) and math.isfinite(t) and t > 0
+
+
+def test_bench_small_shape(tmp_path):
+    assert cli.main(["bench", "--shapes", SHAPE, "--m", "1,16", "--out", str(tmp_path)]) == 0
+    results = _results(tmp_path / "bench.json")
+    for peer in REQUIRED_PEERS:
+        rows = [r for r in results if r["peer"] == peer]
+        assert [r["M"] for r in rows] == [1, 16], peer
+        for r in rows:
+            assert _timed(r), r
+            assert r["cuda_graph"], r  # our kernels and cuBLAS must be capturable
+            assert min(r["samples_us"]) > 0 and len(r["samples_us"]) >= 7
+            assert r["min_us"] <= r["time_us"] <= r["max_us"]
+    for r in results:
+        assert _timed(r) or r.get("reason"), r  # whatever did not run says why
+    mixgemm_rows = [r for r in results if r["peer"] == "mixgemm"]
+    assert all(r["config"] and r["speedup"] == 1.0 for r in mixgemm_rows)
+    assert (tmp_path / "bench.csv").stat().st_size > 0
+
+
+def test_sweep_small_shape(tmp_path):
+    assert cli.main(["sweep", "--shape", SHAPE, "--m", "16", "--out", str(tmp_path)]) == 0
+    results = _results(tmp_path / "sweep.json")
+    swept = [r for r in results if r["peer"] == "mixgemm"]
+    configs = mixgemm.compiled_configs(torch.float16)
+    assert len(swept) == len(configs) * len(cli.split_settings(1024))
+    # Every compiled config runs at every split setting of this K (split-K 16 = K / 64 included).
+    assert all(_timed(r) for r in swept), [r for r in swept if not _timed(r)][:3]
+    assert all(_timed(r) for r in results if r["peer"] == "mixgemm:auto")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    for name in ("sweep_time_vs_m.png", "sweep_stages_splitk.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_tune_feeds_auto(tmp_path, private_cache):
+    assert cli.main(["tune", "--shape", SHAPE, "--m", "16", "--no-plots", "--out", str(tmp_path)]) == 0
+    tuned = tuning.lookup(torch.cuda.get_device_name(), 16, 1024, 1024, 128, torch.float16)
+    assert tuned is not None
+    assert private_cache.is_file()
+    ckpt = mixgemm.formats.random_awq_weight(1024, 1024, 128, torch.float16, device="cuda")
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 128)
+    assert ops.resolve_config(16, packed, "auto") == tuned
+    # And gemm runs with it.
+    x = torch.randn(16, 1024, device="cuda", dtype=torch.float16)
+    assert torch.isfinite(mixgemm.gemm(x, packed)).all()

@@ -1,0 +1,404 @@
+"""The profiler without a GPU: argument parsing, metrics, reports and plots, and each subcommand's flow
+with the GPU parts (peer construction, timing) replaced by fakes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+import torch
+
+import mixgemm
+from mixgemm import tuning
+from mixgemm.bench import cli, metrics, peers, report, timing
+from mixgemm.config import GemmConfig
+
+
+def _parse_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as info:
+        cli.parse_args(argv)
+    assert info.value.code == 2
+    return capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------
+# Argument parsing
+
+
+def test_bench_defaults_are_design_protocol():
+    args = cli.parse_args(["bench"])
+    assert args.shapes == list(cli.DESIGN_SHAPES)
+    assert args.m == [1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
+    assert args.peers == ["mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4"]
+    assert (args.group_size, args.dtype, args.config, args.reps) == (128, "fp16", "auto", 7)
+    assert str(args.out) == "mixgemm-bench"
+
+
+def test_bench_quick_and_explicit_lists():
+    args = cli.parse_args(["bench", "--shapes", "quick"])
+    assert args.shapes == [(4096, 4096), (8192, 28672)] and args.m == [1, 16, 128, 4096]
+    args = cli.parse_args(["bench", "--shapes", "1024x2048, 4096X4096", "--m", "1,3", "--peers", "mixgemm,cublas_fp16",
+                           "--dtype", "bf16", "--group-size", "64", "--out", "runs/x", "--read-bw", "2.5"])
+    assert args.shapes == [(1024, 2048), (4096, 4096)] and args.m == [1, 3]
+    assert args.peers == ["mixgemm", "cublas_fp16"] and args.dtype == "bf16" and args.group_size == 64
+    assert str(args.out) == "runs/x" and args.read_bw == 2.5
+
+
+@pytest.mark.parametrize("bad", ["4096", "4096x", "x4096", "4096x4096x2", "0x4096", "-64x64", "abcx64", "4096*4096"])
+def test_bad_shape_is_a_clear_argparse_error(capsys, bad):
+    # "--opt=value" so that "-64x64" is not taken for an option.
+    err = _parse_error(capsys, ["bench", f"--shapes={bad}"])
+    assert "argument --shapes" in err and "expected KxN" in err
+    err = _parse_error(capsys, ["sweep", f"--shape={bad}"])
+    assert "argument --shape" in err and "expected KxN" in err
+
+
+def test_shape_rules_are_checked_after_parsing(capsys):
+    err = _parse_error(capsys, ["bench", "--shapes", "4096x100"])
+    assert "python -m mixgemm bench: error" in err and "multiple of 64" in err
+    err = _parse_error(capsys, ["tune", "--shape", "4160x64"])
+    assert "python -m mixgemm tune: error" in err and "--group-size 128" in err
+    err = _parse_error(capsys, ["dequant", "--shape", "4096x4096", "--group-size", "100"])
+    assert "--group-size must be a positive multiple of 64" in err
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["bench", "--m", "1,0"], "invalid M list"),
+    (["bench", "--m", "1,,2"], "invalid M list"),
+    (["bench", "--peers", "mixgemm,marlin"], "unknown peer"),
+    (["bench", "--reps", "5"], ">= 7"),
+    (["bench", "--dtype", "fp32"], "invalid choice"),
+    (["bench", "--peak-tflops", "0"], "positive number"),
+    (["bench", "--config", "16x128"], "invalid config"),
+    (["sweep"], "--shape"),
+    ([], "required"),
+])
+def test_other_argument_errors(capsys, argv, text):
+    assert text in _parse_error(capsys, argv)
+
+
+def test_dequant_sweep_tune_arguments(tmp_path):
+    args = cli.parse_args(["dequant"])
+    assert args.command == "dequant" and args.shape == (8192, 28672)
+    args = cli.parse_args(["sweep", "--shape", "4096x11008", "--m", "1,16", "--group-size", "64", "--no-plots"])
+    assert (args.shape, args.m, args.group_size, args.no_plots) == ((4096, 11008), [1, 16], 64, True)
+    args = cli.parse_args(["sweep", "--shape", "4096x4096"])
+    assert args.m == list(cli.DESIGN_MS)
+    args = cli.parse_args(["tune", "--shape", "4096x4096", "--m", "1", "--cache", str(tmp_path / "t.json")])
+    assert args.cache == tmp_path / "t.json"
+    assert cli.parse_args(["tune", "--shape", "4096x4096"]).cache is None
+
+
+def test_config_names_round_trip():
+    for base in mixgemm.compiled_configs(torch.float16):
+        for split_k, mode in cli.split_settings(4096):
+            config = base.with_split_k(split_k, mode)
+            assert cli.parse_config(config.name) == config
+    assert cli.parse_config("auto") == "auto"
+    args = cli.parse_args(["bench", "--config", "16x128x64_w16x32x64_s4_k4p"])
+    assert args.config == GemmConfig(16, 128, 64, 16, 32, 64, 4, 4, "parallel")
+
+
+def test_split_settings_respect_k():
+    assert cli.split_settings(64) == [(1, "none")]
+    assert cli.split_settings(256) == [(1, "none"), (2, "serial"), (2, "parallel"), (4, "serial"), (4, "parallel")]
+    assert [k for k, _ in cli.split_settings(4096)] == [1, 2, 2, 4, 4, 8, 8, 16, 16]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Metrics and the copy count
+
+
+def test_metrics_hand_computed():
+    M, N, K, G = 16, 4096, 4096, 128
+    # int4 weights 4096*4096/2, scales+offsets 2 tensors x 2 B x 32 x 4096, x and y 2 B x 16 x 4096 each.
+    expected_bytes = 8_388_608 + 524_288 + 131_072 + 131_072
+    assert metrics.gemm_bytes(M, N, K, G) == expected_bytes == 9_175_040
+    assert metrics.gemm_flops(M, N, K) == 2 * 16 * 4096 * 4096 == 536_870_912
+    problem = metrics.Problem(M, N, K, G)
+    # Bandwidth bound: 9.175 MB / 3.0 TB/s = 3.0583 us > 0.767 us of compute at 700 TFLOP/s.
+    assert problem.floor_us == pytest.approx(9_175_040 / 3.0e12 * 1e6)
+    assert problem.floor_us == pytest.approx(3.05835, rel=1e-5)
+    rates = problem.rates(2 * problem.floor_us)
+    assert rates.pct_of_floor == pytest.approx(50.0)
+    assert rates.gbps == pytest.approx(1500.0)
+    assert rates.tflops == pytest.approx(536_870_912 / (2 * problem.floor_us * 1e-6) / 1e12)
+    assert problem.weight_bytes == 8_388_608 + 524_288
+
+
+def test_metrics_compute_bound_and_ceiling_override():
+    problem = metrics.Problem(4096, 28672, 8192, 128)
+    assert problem.floor_us == pytest.approx(2 * 4096 * 28672 * 8192 / 700e12 * 1e6)  # ~2749 us
+    slow_memory = metrics.Problem(1, 4096, 4096, 128, metrics.Ceilings(read_bw_tbs=1.5))
+    assert slow_memory.floor_us == pytest.approx(2 * metrics.Problem(1, 4096, 4096, 128).floor_us)
+    with pytest.raises(ValueError):
+        metrics.Ceilings(read_bw_tbs=0)
+    with pytest.raises(ValueError):
+        metrics.rates(0.0, 1, 1, 1.0)
+
+
+def test_copies_exceed_256_mb():
+    assert timing.copies_for(8_912_896) == 31  # one 4096x4096 int4 weight: 31 x 8.9 MB > 256 MB
+    assert timing.copies_for(64 << 20) == 5  # 4 x 64 MB is exactly 256 MB, not more
+    assert timing.copies_for(300 << 20) == 1
+    assert timing.copies_for(1) == timing.MAX_COPIES
+    for size in (1 << 20, 3_000_000, 100 << 20):
+        assert timing.copies_for(size) * size > 256 << 20
+    with pytest.raises(ValueError):
+        timing.copies_for(0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reports and plots from fake timings
+
+
+def _fake_bench_records():
+    records = []
+    for M, times in ((1, {"mixgemm": 4.0, "vllm_style": 20.0, "cublas_fp16": 14.0}),
+                     (16, {"mixgemm": 5.0, "vllm_style": 30.0, "cublas_fp16": 15.0})):
+        problem = metrics.Problem(M, 4096, 4096, 128)
+        for peer, t in times.items():
+            rates = problem.rates(t)
+            records.append({"K": 4096, "N": 4096, "M": M, "G": 128, "dtype": "fp16", "peer": peer, "status": "ok",
+                            "time_us": t, "tflops": rates.tflops, "gbps": rates.gbps,
+                            "pct_floor": rates.pct_of_floor, "floor_us": problem.floor_us, "samples_us": [t] * 7})
+        records.append({"K": 4096, "N": 4096, "M": M, "G": 128, "dtype": "fp16", "peer": "torch_int4",
+                        "status": "unavailable", "time_us": None, "reason": "no int4 here", "max_us": math.nan})
+    return records
+
+
+def test_table_and_speedups():
+    records = _fake_bench_records()
+    report.add_speedups(records)
+    by = {(r["M"], r["peer"]): r for r in records}
+    assert by[(1, "mixgemm")]["speedup"] == 1.0
+    assert by[(1, "vllm_style")]["speedup"] == pytest.approx(5.0)
+    assert by[(16, "cublas_fp16")]["speedup"] == pytest.approx(3.0)
+    assert by[(16, "torch_int4")]["speedup"] is None
+    table = report.format_table(records)
+    lines = table.splitlines()
+    assert lines[0].split() == ["K", "x", "N", "M", "peer", "us", "TFLOP/s", "GB/s", "%", "floor", "mixgemm",
+                                "speedup"]
+    assert set(lines[1]) <= {"-", " "}
+    assert "" in lines  # a blank line between the M = 1 and M = 16 blocks
+    vllm = next(line for line in lines if " vllm_style " in line and line.split()[1] == "1")
+    assert vllm.split()[0] == "4096x4096" and vllm.endswith("5.00x") and "20.00" in vllm
+    unavailable = next(line for line in lines if "torch_int4" in line)
+    assert "n/a" in unavailable
+    # Fixed width: every data row is as wide as the header or narrower only by stripped trailing blanks.
+    assert max(len(line) for line in lines) == len(lines[1])
+
+
+def test_json_and_csv_writers(tmp_path):
+    records = _fake_bench_records()
+    report.add_speedups(records)
+    json_path = report.write_json(tmp_path / "sub" / "bench.json", records, {"gpu": "fake", "nan": math.nan})
+    data = json.loads(json_path.read_text())  # strict JSON: NaN was written as null
+    assert data["meta"] == {"gpu": "fake", "nan": None}
+    assert len(data["results"]) == len(records)
+    assert data["results"][0]["samples_us"] == [4.0] * 7
+    assert data["results"][3]["max_us"] is None
+    csv_path = report.write_csv(tmp_path / "bench.csv", records)
+    rows = list(csv.DictReader(csv_path.open()))
+    assert len(rows) == len(records)
+    assert list(rows[0])[:6] == ["K", "N", "M", "G", "dtype", "peer"]
+    assert "samples_us" not in rows[0]  # lists stay in the JSON
+    assert float(rows[1]["time_us"]) == 20.0 and rows[3]["time_us"] == "" and rows[3]["reason"] == "no int4 here"
+
+
+def _fake_sweep_records():
+    records = []
+    for M in (1, 16, 128, 4096):
+        for stages in (3, 4):
+            for split_k in (1, 2, 4):
+                for mode in (("none",) if split_k == 1 else ("serial", "parallel")):
+                    for tile_m in (16, 64):
+                        config = GemmConfig(tile_m, 128, 64, 16, 32, 64, stages).with_split_k(split_k, mode)
+                        t = 10.0 * M ** 0.5 / split_k + stages + tile_m / 16 + (mode == "parallel")
+                        records.append({"K": 4096, "N": 4096, "M": M, "peer": "mixgemm", "status": "ok",
+                                        "config": config.name, "tile": config.with_split_k(1).name,
+                                        "stages": stages, "split_k": split_k, "split_k_mode": mode, "time_us": t})
+        records.append({"K": 4096, "N": 4096, "M": M, "peer": "mixgemm:auto", "status": "ok", "config": "x",
+                        "time_us": 12.0 * M ** 0.5})
+    records.append({"K": 4096, "N": 4096, "M": 1, "peer": "mixgemm", "status": "error", "time_us": None,
+                    "stages": 5, "split_k": 16})
+    return records
+
+
+def _assert_png(path):
+    assert path.is_file() and path.stat().st_size > 1000
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plots_from_fake_timings(tmp_path):
+    records = _fake_sweep_records()
+    line = report.plot_time_vs_m(records, tmp_path / "plots" / "time_vs_m.png", "fake 4096x4096")
+    heat = report.plot_stages_splitk_heatmap(records, tmp_path / "plots" / "heat.png", "fake 4096x4096")
+    _assert_png(line)
+    _assert_png(heat)
+
+
+def test_heatmap_needs_sweep_records(tmp_path):
+    with pytest.raises(ValueError, match="no timed sweep records"):
+        report.plot_stages_splitk_heatmap(_fake_bench_records(), tmp_path / "h.png")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Subcommand flows on CPU: the peers and the timer are fakes, everything else is the real code.
+
+
+class _FakeGPU:
+    """Stands in for peers.build and timing.time_fn: each case 'runs' in a time given by a formula."""
+
+    def __init__(self, unavailable=("torch_int4",)):
+        self.unavailable = set(unavailable)
+        self.built = []
+
+    def build(self, name, M, N, K, G, dtype, copies, **options):
+        self.built.append((name, M, options.get("config")))
+        if name in self.unavailable:
+            return None, "fake: not on this machine"
+        closures = peers.Closures([lambda: None] * copies)
+        if name == "mixgemm":
+            config = options.get("config", "auto")
+            config = self.AUTO if config == "auto" else config
+            closures.config = config.name
+            closures.fake_us = self.mixgemm_us(M, config)
+        else:
+            closures.fake_us = {"vllm_style": 30.0}.get(name, 15.0) + 0.01 * M
+        return closures, None
+
+    # What the fake "auto" picks, like the heuristic would: a 16-row tile, no split.
+    AUTO = GemmConfig(16, 128, 64, 16, 32, 64, 4)
+    # The kernel set the fake GPU "compiled" (the minimal set of tools/generate_kernels.py).
+    CONFIGS = (AUTO, GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 128, 64, 64, 64, 64, 3))
+
+    @staticmethod
+    def mixgemm_us(M, config):
+        # Padded rows and tiles cost time, split-K helps, parallel mode pays for its reduction: the
+        # winner is the 16-row tile at M = 1 and the 64-row tile at M = 64, both with split-K 16 serial.
+        tiles = math.ceil(M / config.tile_m)
+        return (5.0 + tiles * config.tile_m / 16 + 2 * tiles + 8.0 / config.split_k
+                + (config.split_k_mode == "parallel"))
+
+    @staticmethod
+    def time_fn(closures, copies=None, warmup=2, reps=7, use_graph=True):
+        t = closures.fake_us
+        return timing.Timing(t, t * 0.98, t * 1.05, [t] * reps, len(closures), use_graph, None)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    fake = _FakeGPU()
+    monkeypatch.setattr(peers, "build", fake.build)
+    monkeypatch.setattr(timing, "time_fn", fake.time_fn)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "cache" / "tuned.json"))
+    # A fixed kernel set, so the fake timings have the same winners whichever set this build compiled.
+    monkeypatch.setattr(mixgemm, "compiled_configs", lambda dtype=torch.float16: list(_FakeGPU.CONFIGS))
+    return fake
+
+
+def test_bench_flow(fake_gpu, tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert cli.main(["bench", "--shapes", "1024x1024", "--m", "1,16", "--out", str(out)]) == 0
+    data = json.loads((out / "bench.json").read_text())
+    assert data["meta"]["gpu"] == "Fake GPU" and data["meta"]["protocol"]["reps"] == 7
+    results = data["results"]
+    assert len(results) == 2 * 5
+    ok = {(r["M"], r["peer"]): r for r in results if r["status"] == "ok"}
+    assert set(p for _, p in ok) == {"mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16"}
+    assert ok[(1, "mixgemm")]["config"] == "16x128x64_w16x32x64_s4"
+    assert ok[(1, "mixgemm")]["time_us"] == _FakeGPU.mixgemm_us(1, _FakeGPU.AUTO) == 16.0
+    assert ok[(1, "vllm_style")]["speedup"] == pytest.approx(30.01 / 16.0)
+    assert ok[(16, "cublas_fp16")]["pct_floor"] == pytest.approx(
+        100 * metrics.Problem(16, 1024, 1024, 128).floor_us / 15.16)
+    skipped = [r for r in results if r["peer"] == "torch_int4"]
+    assert all(r["status"] == "unavailable" and r["reason"] == "fake: not on this machine" for r in skipped)
+    assert len(list(csv.DictReader((out / "bench.csv").open()))) == 10
+    printed = capsys.readouterr().out.rstrip().splitlines()
+    assert printed[-1].split()[:3] == ["1024x1024", "16", "torch_int4"]  # the table is printed last
+    assert any("torch_int4: fake: not on this machine" in line for line in printed)
+
+
+def test_bench_passes_a_fixed_config(fake_gpu, tmp_path):
+    name = "16x128x64_w16x32x64_s4_k2s"
+    cli.main(["bench", "--shapes", "1024x1024", "--m", "1", "--peers", "mixgemm", "--config", name,
+              "--out", str(tmp_path)])
+    assert [c.name for n, _, c in fake_gpu.built if n == "mixgemm"] == [name]
+
+
+def test_sweep_flow(fake_gpu, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert cli.main(["sweep", "--shape", "1024x1024", "--m", "1,64", "--out", str(out)]) == 0
+    results = json.loads((out / "sweep.json").read_text())["results"]
+    variants = len(mixgemm.compiled_configs(torch.float16)) * len(cli.split_settings(1024))
+    assert len(results) == 2 * (variants + 1)
+    assert sum(r["peer"] == "mixgemm:auto" for r in results) == 2
+    assert {r["split_k"] for r in results if r["peer"] == "mixgemm"} == {1, 2, 4, 8, 16}
+    assert {r["split_k_mode"] for r in results if r["peer"] == "mixgemm"} == {"none", "serial", "parallel"}
+    assert (out / "sweep.csv").stat().st_size > 0
+    _assert_png(out / "sweep_time_vs_m.png")
+    _assert_png(out / "sweep_stages_splitk.png")
+    printed = capsys.readouterr().out
+    assert "16x128x64_w16x32x64_s4_k16s" in printed  # the fake's winner at M = 1 heads the table
+
+
+def test_tune_flow_fills_the_cache_that_auto_reads(fake_gpu, tmp_path, capsys):
+    cache = tmp_path / "my-cache.json"
+    assert cli.main(["tune", "--shape", "1024x1024", "--m", "1,16,64", "--no-plots", "--cache", str(cache),
+                     "--out", str(tmp_path / "t")]) == 0
+    assert (tmp_path / "t" / "tune.json").is_file()
+    entries = tuning.load_cache(cache)
+    assert len(entries) == 3
+    best_m1 = tuning.lookup("Fake GPU", 1, 1024, 1024, 128, torch.float16, path=cache)
+    assert best_m1 == GemmConfig(16, 128, 64, 16, 32, 64, 4, 16, "serial")
+    best_m64 = tuning.lookup("Fake GPU", 64, 1024, 1024, 128, "fp16", path=cache)
+    assert best_m64.tile_m == 64 and (best_m64.split_k, best_m64.split_k_mode) == (16, "serial")
+    assert tuning.lookup("Fake GPU", 2, 1024, 1024, 128, "fp16", path=cache) is None  # bucket 2 not tuned
+    printed = capsys.readouterr().out
+    assert "cached 3 choice(s) for 'Fake GPU'" in printed
+    assert printed.rstrip().splitlines()[-3].split()[-1] == "1.88x"  # M = 1: auto 16 us vs tuned 8.5 us
+
+
+def test_dequant_flow(monkeypatch, tmp_path, capsys):
+    """Bytes and bandwidths of the dequant report: a copy at 2.4 TB/s, a dequantize at 2.0 TB/s."""
+    def fake_closures(us):
+        closures = peers.Closures([lambda: None])
+        closures.fake_us = us
+        return closures
+
+    K, N = 8192, 28672
+    moved = K * N // 2 + 2 * K * N
+    monkeypatch.setattr(peers, "copy_closures", lambda nbytes, copies: fake_closures(2 * nbytes / 2.4e12 * 1e6))
+    monkeypatch.setattr(peers, "dequant_closures", lambda *a: fake_closures(moved / 2.0e12 * 1e6))
+    monkeypatch.setattr(timing, "time_fn", _FakeGPU.time_fn)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    assert cli.main(["dequant", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "dequant.json").read_text())["results"]
+    by = {r["op"]: r for r in results}
+    assert by["copy 1 GiB (read+write)"]["bytes"] == 2 << 30
+    assert by["copy 1 GiB (read+write)"]["gbps"] == pytest.approx(2400.0)
+    assert by["copy same bytes"]["bytes"] == moved
+    assert by["awq_dequantize"]["bytes"] == moved
+    assert by["awq_dequantize"]["gbps"] == pytest.approx(2000.0)
+    assert by["awq_dequantize"]["pct_copy_bw"] == pytest.approx(100 * 2.0 / 2.4)
+    assert (tmp_path / "dequant.csv").is_file()
+    last = capsys.readouterr().out.rstrip().splitlines()[-1].split()
+    assert last[0] == "awq_dequantize" and last[-1] == "83.3"
+
+
+def test_main_without_gpu(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["bench", "--shapes", "quick"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_describe_keeps_reasons_short():
+    exc = RuntimeError("first line\n" + "dispatcher dump\n" * 100)
+    assert peers.describe(exc) == "RuntimeError: first line"
+    assert len(peers.describe(ValueError("x" * 1000))) == 240

@@ -1,0 +1,254 @@
+"""The tuned-config cache (mixgemm.tuning) and gemm(config="auto")'s use of it, without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import pytest
+import torch
+
+import mixgemm
+from mixgemm import ops, tuning
+from mixgemm.config import GemmConfig
+
+GPU = "NVIDIA H100 80GB HBM3"
+CONFIG_A = GemmConfig(16, 128, 64, 16, 32, 64, 4, 4, "serial")
+CONFIG_B = GemmConfig(64, 128, 64, 32, 64, 64, 4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Where the file lives
+
+
+def test_cache_path_env_override(monkeypatch, tmp_path):
+    monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "elsewhere.json"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tuning.cache_path() == tmp_path / "elsewhere.json"
+
+
+def test_cache_path_xdg_and_default(monkeypatch, tmp_path):
+    monkeypatch.delenv("MIXGEMM_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tuning.cache_path() == tmp_path / "xdg" / "mixgemm" / "tuned.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert tuning.cache_path() == tmp_path / "home" / ".cache" / "mixgemm" / "tuned.json"
+    monkeypatch.setenv("MIXGEMM_CACHE", "")  # empty means unset
+    assert tuning.cache_path() == tmp_path / "home" / ".cache" / "mixgemm" / "tuned.json"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Keys and M buckets
+
+
+@pytest.mark.parametrize("M, bucket", [
+    (1, "1"), (2, "2"), (3, "4"), (4, "4"), (5, "8"), (16, "16"), (17, "32"), (255, "256"), (256, "256"),
+    (1000, "1024"), (4095, "4096"), (4096, "4096"), (4097, ">4096"), (100_000, ">4096"),
+])
+def test_m_buckets(M, bucket):
+    assert tuning.m_bucket(M) == bucket
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "16"])
+def test_m_bucket_rejects(bad):
+    with pytest.raises(ValueError, match="M must be a positive int"):
+        tuning.m_bucket(bad)
+
+
+def test_cache_key():
+    key = tuning.cache_key(GPU, 16, 4096, 11008, 128, torch.float16)
+    assert key == "NVIDIA H100 80GB HBM3|M16|N4096|K11008|G128|fp16"
+    # One key per bucket, whatever M inside it and however the dtype is spelled.
+    assert tuning.cache_key(GPU, 9, 4096, 11008, 128, "fp16") == key
+    assert tuning.cache_key(GPU, 17, 4096, 11008, 128, torch.float16) != key
+    assert tuning.cache_key(GPU, 5000, 4096, 11008, 128, "bf16").endswith("|M>4096|N4096|K11008|G128|bf16")
+    assert tuning.cache_key(GPU, 16, 4096, 11008, 64, "fp16") != key
+    assert tuning.cache_key("NVIDIA A100", 16, 4096, 11008, 128, "fp16") != key
+    assert tuning.cache_key(GPU, 16, 4096, 11008, 128, torch.bfloat16) != key
+    with pytest.raises(ValueError, match="dtype"):
+        tuning.cache_key(GPU, 16, 4096, 11008, 128, torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Save, load, merge
+
+
+def test_save_load_round_trip(tmp_path):
+    path = tmp_path / "new" / "dir" / "tuned.json"
+    assert tuning.load_cache(path) == {}  # absent file: empty, no warning
+    assert tuning.save_choice(GPU, 16, 4096, 4096, 128, torch.float16, CONFIG_A, 7.5, path=path) == path
+    entries = tuning.load_cache(path)
+    entry = entries[tuning.cache_key(GPU, 16, 4096, 4096, 128, "fp16")]
+    assert entry["config"] == {"tile_m": 16, "tile_n": 128, "tile_k": 64, "warp_m": 16, "warp_n": 32,
+                               "warp_k": 64, "stages": 4, "split_k": 4, "split_k_mode": "serial"}
+    assert entry["time_us"] == 7.5 and entry["M"] == 16 and entry["saved"]
+    assert json.loads(path.read_text())["version"] == 1
+    assert tuning.lookup(GPU, 16, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+
+
+def test_merge_of_two_choices(tmp_path):
+    path = tmp_path / "tuned.json"
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_A, 5.0, path=path)
+    tuning.save_choice(GPU, 128, 4096, 4096, 128, "fp16", CONFIG_B, 20.0, path=path)
+    assert len(tuning.load_cache(path)) == 2
+    assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+    assert tuning.lookup(GPU, 100, 4096, 4096, 128, "fp16", path=path) == CONFIG_B
+    # The same key again replaces its entry and leaves the other alone.
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_B, 4.0, path=path)
+    entries = tuning.load_cache(path)
+    assert len(entries) == 2
+    assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) == CONFIG_B
+
+
+def test_save_merges_what_another_process_wrote(tmp_path):
+    path = tmp_path / "tuned.json"
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_A, path=path)
+    assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) == CONFIG_A  # now memoised
+    # Another tuner adds an entry behind our back; our next save must keep it, and lookups must see it.
+    data = json.loads(path.read_text())
+    data["entries"]["other|M1|N64|K64|G64|fp16"] = {"config": tuning._config_to_json(CONFIG_B)}
+    path.write_text(json.dumps(data))
+    assert tuning.lookup("other", 1, 64, 64, 64, "fp16", path=path) == CONFIG_B
+    tuning.save_choice(GPU, 8, 4096, 4096, 128, "fp16", CONFIG_B, path=path)
+    assert set(tuning.load_cache(path)) == {
+        tuning.cache_key(GPU, 1, 4096, 4096, 128, "fp16"), tuning.cache_key(GPU, 8, 4096, 4096, 128, "fp16"),
+        "other|M1|N64|K64|G64|fp16",
+    }
+
+
+def test_save_replaces_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "tuned.json"
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_A, path=path)
+    before = path.read_text()
+
+    calls = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        # The new content is complete in a temporary file of the same directory before the swap.
+        calls.append((pathlib.Path(src), pathlib.Path(dst)))
+        assert pathlib.Path(src).parent == path.parent and pathlib.Path(src) != path
+        assert len(json.loads(pathlib.Path(src).read_text())["entries"]) == 2
+        real_replace(src, dst)
+
+    monkeypatch.setattr(tuning.os, "replace", spy)
+    tuning.save_choice(GPU, 2, 4096, 4096, 128, "fp16", CONFIG_B, path=path)
+    assert calls and calls[0][1] == path
+    assert len(tuning.load_cache(path)) == 2
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tuning.os, "replace", crash)
+    after_two = path.read_text()
+    with pytest.raises(OSError, match="disk full"):
+        tuning.save_choice(GPU, 4, 4096, 4096, 128, "fp16", CONFIG_B, path=path)
+    assert path.read_text() == after_two != before  # untouched by the failed save
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tuned.json"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("text", ["{not json", "", "[]", '{"version": 1}', '{"entries": [1, 2]}'])
+def test_corrupt_file_is_empty_with_a_warning(tmp_path, text):
+    path = tmp_path / "tuned.json"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert tuning.load_cache(path) == {}
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) is None
+    # The next save starts afresh and repairs the file.
+    with pytest.warns(UserWarning, match="corrupt"):
+        tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_A, path=path)
+    assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+
+
+def test_lookup_misses_and_bad_entries(tmp_path):
+    path = tmp_path / "tuned.json"
+    assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) is None  # no file
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_A, path=path)
+    assert tuning.lookup(GPU, 2, 4096, 4096, 128, "fp16", path=path) is None  # other bucket
+    assert tuning.lookup(GPU, 1, 4096, 4096, 128, "bf16", path=path) is None  # other dtype
+    data = json.loads(path.read_text())
+    data["entries"][tuning.cache_key(GPU, 8, 64, 64, 64, "fp16")] = {"config": {"tile_m": 16}}  # incomplete
+    data["entries"][tuning.cache_key(GPU, 16, 64, 64, 64, "fp16")] = "nonsense"
+    path.write_text(json.dumps(data))
+    assert tuning.lookup(GPU, 8, 64, 64, 64, "fp16", path=path) is None
+    assert tuning.lookup(GPU, 16, 64, 64, 64, "fp16", path=path) is None
+    with pytest.raises(ValueError, match="GemmConfig"):
+        tuning.save_choice(GPU, 1, 64, 64, 64, "fp16", "16x128", path=path)
+
+
+def test_lookup_parses_the_file_once(tmp_path, monkeypatch):
+    path = tmp_path / "tuned.json"
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_A, path=path)
+    reads = []
+    real_load = tuning.load_cache
+    monkeypatch.setattr(tuning, "load_cache", lambda p=None: reads.append(p) or real_load(p))
+    for _ in range(5):
+        assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+    assert len(reads) <= 1
+    tuning.save_choice(GPU, 1, 4096, 4096, 128, "fp16", CONFIG_B, path=path)  # a new file: re-read once
+    reads.clear()
+    for _ in range(5):
+        assert tuning.lookup(GPU, 1, 4096, 4096, 128, "fp16", path=path) == CONFIG_B
+    assert len(reads) == 1
+
+
+def test_lookup_uses_cache_path_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "env.json"))
+    tuning.save_choice(GPU, 32, 4096, 4096, 128, "bf16", CONFIG_B)
+    assert (tmp_path / "env.json").is_file()
+    assert tuning.lookup(GPU, 32, 4096, 4096, 128, torch.bfloat16) == CONFIG_B
+
+
+# ---------------------------------------------------------------------------------------------------
+# resolve_config: "auto" consults the cache, then the heuristic
+
+
+@pytest.fixture
+def fake_device(monkeypatch, tmp_path):
+    """A CPU-resident PackedWeight and a fake GPU identity; the cache lives in tmp_path."""
+
+    class Properties:
+        multi_processor_count = 132
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: GPU)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: Properties())
+    monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))
+    K, N, G = 4096, 4096, 128
+    packed = ops.PackedWeight(torch.zeros(1, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
+                              torch.zeros(K // G, N, dtype=torch.float16), G, 4, torch.float16, N, K)
+    return packed
+
+
+def _heuristic(M, packed):
+    return tuning.heuristic_config(mixgemm.compiled_configs(packed.act_dtype), M, packed.n, packed.k, 132)
+
+
+def test_resolve_config_prefers_the_tuned_choice(fake_device):
+    packed = fake_device
+    compiled = mixgemm.compiled_configs(torch.float16)
+    tuned = compiled[-1].with_split_k(2, "parallel")
+    assert ops.resolve_config(16, packed, "auto") == _heuristic(16, packed)  # empty cache
+    tuning.save_choice(GPU, 16, packed.n, packed.k, packed.group_size, packed.act_dtype, tuned)
+    assert tuned != _heuristic(16, packed)
+    for M in (9, 12, 16):  # the whole bucket
+        assert ops.resolve_config(M, packed, "auto") == tuned
+    assert ops.resolve_config(17, packed, "auto") == _heuristic(17, packed)  # other bucket
+    # An explicit config still wins over the cache.
+    assert ops.resolve_config(16, packed, compiled[0]) == compiled[0]
+
+
+def test_resolve_config_ignores_stale_entries(fake_device, monkeypatch):
+    packed = fake_device
+    not_compiled = GemmConfig(48, 96, 64, 16, 32, 64, 7)
+    too_split = mixgemm.compiled_configs(torch.float16)[0].with_split_k(packed.k // 64 + 1, "serial")
+    tuning.save_choice(GPU, 1, packed.n, packed.k, packed.group_size, "fp16", not_compiled)
+    tuning.save_choice(GPU, 2, packed.n, packed.k, packed.group_size, "fp16", too_split)
+    assert ops.resolve_config(1, packed, "auto") == _heuristic(1, packed)
+    assert ops.resolve_config(2, packed, "auto") == _heuristic(2, packed)
+    # Another GPU's choices are not ours.
+    other = mixgemm.compiled_configs(torch.float16)[-1]
+    tuning.save_choice("NVIDIA A100-SXM4-80GB", 4, packed.n, packed.k, packed.group_size, "fp16", other)
+    assert ops.resolve_config(4, packed, "auto") == _heuristic(4, packed)
