@@ -278,39 +278,48 @@ def test_heuristic_invariants(set_name, N, K, sms):
         assert cfg.tile in tiles, (M, cfg)
         assert 1 <= cfg.split_k <= K // 64, (M, cfg)
         assert (cfg.split_k == 1) == (cfg.split_k_mode == "none"), (M, cfg)
-        assert cfg.split_k_mode in ("none", "serial")
+        assert cfg.split_k_mode in ("none", "parallel")
         if M <= 16 and has_16:
             assert cfg.tile_m == 16, (M, cfg)
-        if M > 256 and has_128:
+        if M > 64 and has_128:
             assert cfg.tile_m == 128, (M, cfg)
         if cfg.split_k > 1:
-            # Each split streams at least 4 k-tiles, and splitting only happens while the grid is small.
+            # Each split streams at least 4 k-tiles, and splitting only happens while the grid is small:
+            # under 6 blocks per SM for bandwidth-bound 16-row tiles, under 3/4 of a wave otherwise.
             assert cfg.split_k * 4 <= K // cfg.tile_k
             grid = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n)
-            assert grid < 2 * sms, (M, cfg)
+            assert grid < (6 * sms if cfg.tile_m == 16 else 0.75 * sms), (M, cfg)
 
 
 @pytest.mark.parametrize("set_name", ["minimal", "full"])
 def test_heuristic_tile_by_m(set_name):
     configs = SETS[set_name]
     pick = lambda M: tuning.heuristic_config(configs, M, 4096, 4096, 132)  # noqa: E731
-    assert (pick(1).tile_m, pick(1).tile_n) == (16, 128)
+    assert (pick(1).tile_m, pick(1).tile_n) == (16, 256)
     assert pick(16).tile_m == 16
     assert pick(17).tile_m == (32 if set_name == "full" else 64)
     assert pick(64).tile_m == 64
-    assert pick(256).tile_m == 64
-    assert (pick(257).tile_m, pick(4096).tile_n) == (128, 128)
-    # Stage count: the one nearest 4.
-    assert pick(1).stages == 4
+    assert pick(65).tile_m == 128
+    assert (pick(257).tile_m, pick(4096).tile_n) == (128, 256)
+    # Stage count: the shallowest of 3 or more.
+    assert pick(1).stages == 3
 
 
 def test_heuristic_small_grid_splits_k():
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 4096, 4096, 132)
-    assert cfg.tile_m == 16
-    assert cfg.split_k > 1 and cfg.split_k_mode == "serial"
-    grid = math.ceil(1 / cfg.tile_m) * math.ceil(4096 / cfg.tile_n)
-    assert grid * cfg.split_k >= 2 * 132  # the split covers about 2 blocks per SM
-    assert cfg.split_k == 9
+    assert (cfg.tile_m, cfg.tile_n) == (16, 256)
+    assert cfg.split_k_mode == "parallel"
+    # 16 tiles want ceil(6 * 132 / 16) = 50 splits; K = 4096 allows 64 / 4 = 16.
+    assert cfg.split_k == 16
+
+
+def test_heuristic_compute_tiles_split_to_one_wave():
+    # M = 128, N = 4096: 16 tiles of 128 x 256 cover 16 of 132 SMs; ceil(132 / 16) = 9 splits.
+    cfg = tuning.heuristic_config(SETS["minimal"], 128, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 9, "parallel")
+    # M = 128, N = 28672: 112 tiles, more than 3/4 of the SMs: no split.
+    cfg = tuning.heuristic_config(SETS["minimal"], 128, 28672, 8192, 132)
+    assert (cfg.tile_m, cfg.split_k) == (128, 1)
 
 
 def test_heuristic_full_grid_does_not_split():

@@ -230,8 +230,9 @@ def test_gemm_config_compiled_for_one_dtype_only_is_checked_per_dtype():
 def test_gemm_workspace_size(M, N, split_k):
     for config in _C.gemm_configs(False):
         tile_m, tile_n = config[0], config[1]
+        # Both modes keep one fp32 partial per split; serial adds one arrival counter per output tile.
         assert _C.gemm_workspace_size(config, M, N, split_k, "serial") == (
-            M * N, math.ceil(M / tile_m) * math.ceil(N / tile_n))
+            split_k * M * N, math.ceil(M / tile_m) * math.ceil(N / tile_n))
         assert _C.gemm_workspace_size(config, M, N, split_k, "parallel") == (split_k * M * N, 0)
         assert _C.gemm_workspace_size(config, M, N, 1, "none") == (0, 0)
 
@@ -240,7 +241,7 @@ def test_gemm_workspace_size_no_int32_overflow():
     config = some_config()
     M, N = 65536, 65536
     assert _C.gemm_workspace_size(config, M, N, 16, "parallel") == (16 * M * N, 0)
-    assert _C.gemm_workspace_size(config, M, N, 2, "serial")[0] == M * N
+    assert _C.gemm_workspace_size(config, M, N, 2, "serial")[0] == 2 * M * N
 
 
 def test_gemm_workspace_size_bad_mode():

@@ -43,12 +43,9 @@ std::vector<TileConfig> compiled_configs(ActType act) {
 
 WorkspaceSize workspace_size(const TileConfig& config, int M, int N, int split_k, SplitKMode mode) {
   WorkspaceSize size;
-  if (mode == SplitKMode::kSerial) {
-    size.floats = static_cast<int64_t>(M) * N;
+  if (mode != SplitKMode::kNone) size.floats = static_cast<int64_t>(split_k) * M * N;
+  if (mode == SplitKMode::kSerial)
     size.semaphores = static_cast<int64_t>(ceil_div(M, config.tile_m)) * ceil_div(N, config.tile_n);
-  } else if (mode == SplitKMode::kParallel) {
-    size.floats = static_cast<int64_t>(split_k) * M * N;
-  }
   return size;
 }
 

@@ -13,9 +13,9 @@ SPLIT_K_MODES = ("none", "serial", "parallel")
 class GemmConfig:
     """One kernel choice: threadblock tile, warp tile, pipeline stages, and how K is split.
 
-    ``split_k == 1`` goes with ``split_k_mode == "none"``; ``split_k > 1`` with ``"serial"`` (splits take
-    turns adding into one fp32 workspace, deterministic, no extra kernel) or ``"parallel"`` (each split
-    writes its own fp32 partials, a second kernel sums them).
+    ``split_k == 1`` goes with ``split_k_mode == "none"``; ``split_k > 1`` with ``"serial"`` (each split
+    writes fp32 partials and the last split of a tile to finish, counted on a per-tile semaphore, sums them
+    in split order: one launch, deterministic) or ``"parallel"`` (a second kernel sums the partials).
     """
 
     tile_m: int

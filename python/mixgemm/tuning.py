@@ -20,21 +20,27 @@ import torch
 
 from .config import GemmConfig
 
-# Preferred threadblock tile (tile_m, tile_n) per M bucket, best first. Small M is bandwidth bound:
-# 16-row tiles waste no mma rows and many N tiles spread the weight stream over the SMs. Large M is
-# compute bound: 128-row tiles convert each weight once for 128 rows.
+# Preferred threadblock tile (tile_m, tile_n) per M bucket, best first, from `python -m mixgemm sweep`
+# on an H100 (BENCHMARKS.md). Small M is bandwidth bound: 16-row tiles waste the fewest mma rows, and
+# 256 columns per tile give each threadblock 8 KiB of weights per stage (16 x 256 beat 16 x 128 by 3%
+# to 30% at 4096 x 4096 and 8192 x 28672). Large M is compute bound: 128 x 256 converts each weight once
+# for 128 rows and had the best mma rate (M = 128 and 4096 at 8192 x 28672).
 _PREFERENCE = (
-    (16, ((16, 128), (16, 64), (16, 256), (32, 128), (64, 128))),
-    (32, ((32, 128), (64, 128), (16, 128))),
+    (16, ((16, 256), (16, 128), (16, 64), (32, 128), (64, 128))),
+    (32, ((32, 128), (64, 128), (16, 256))),
     (64, ((64, 128), (32, 128), (128, 128))),
-    (256, ((64, 128), (128, 128), (32, 128))),
-    (math.inf, ((128, 128), (128, 256), (64, 128))),
+    (math.inf, ((128, 256), (128, 128), (64, 128))),
 )
-# Enough threadblocks for about this many per SM keeps the weight stream saturated at small M.
-_BLOCKS_PER_SM = 2
+# Bandwidth-bound tiles (16 rows) want many threadblocks in flight: split-K until there are about this
+# many per SM (measured at M = 1: split 8 at 8192 x 28672 = 6.8 blocks per SM was best; fewer left DRAM
+# idle, more paid for partials). Compute-bound tiles only need to cover the SMs once.
+_BANDWIDTH_BLOCKS_PER_SM = 6
 # Each split should still stream a few k-tiles so the pipeline fills.
 _MIN_K_TILES_PER_SPLIT = 4
 _MAX_SPLIT_K = 16
+# Split-K mode: parallel (a second, tiny reduction kernel) measured faster than serial (in-kernel
+# reduction by the last split) at every decode shape swept, by 3% to 30%.
+_SPLIT_MODE = "parallel"
 
 
 def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
@@ -43,23 +49,28 @@ def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
                 if matches:
-                    # Deeper pipelines hide more latency at small M; 4 is where returns flatten.
-                    return min(matches, key=lambda c: abs(c.stages - 4))
+                    # Stage counts measured within noise of each other for a tile; take the shallowest
+                    # of 3 or more (less shared memory per block, so more blocks per SM).
+                    return min(matches, key=lambda c: (c.stages < 3, c.stages))
             break
     # Nothing preferred was compiled: the nearest tile height.
     return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
 
 
 def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig:
-    """A sane default: a tile by M bucket, then split-K until the grid covers the GPU."""
+    """A sane default: a tile by M bucket, then split-K until the grid keeps the GPU busy."""
     if not configs:
         raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
     config = _pick_tile(configs, M)
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k
-    want = math.ceil(_BLOCKS_PER_SM * sm_count / tiles)
+    if config.tile_m <= 16:
+        want = math.ceil(_BANDWIDTH_BLOCKS_PER_SM * sm_count / tiles)
+    else:
+        # One wave: split only when the tiles leave a quarter of the SMs idle.
+        want = math.ceil(sm_count / tiles) if tiles < 0.75 * sm_count else 1
     split_k = max(1, min(want, k_tiles // _MIN_K_TILES_PER_SPLIT, _MAX_SPLIT_K))
-    return config.with_split_k(split_k, "none" if split_k == 1 else "serial")
+    return config.with_split_k(split_k, "none" if split_k == 1 else _SPLIT_MODE)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ namespace mixgemm::gemm {
 // How the K dimension is split across threadblocks (grid z).
 enum class SplitKMode : int {
   kNone = 0,      // one threadblock per output tile covers all of K
-  kSerial = 1,    // splits of a tile take turns (semaphore) accumulating into an fp32 workspace
-  kParallel = 2,  // every split writes fp32 partials to its own workspace slice; a second kernel sums
+  kSerial = 1,    // every split writes fp32 partials; the tile's last split (semaphore) sums them, in order
+  kParallel = 2,  // every split writes fp32 partials; a second kernel sums them
 };
 
 enum class ActType : int { kFloat16 = 0, kBFloat16 = 1 };
