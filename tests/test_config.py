@@ -284,11 +284,12 @@ def test_heuristic_invariants(set_name, N, K, sms):
         if M > 64 and has_128:
             assert cfg.tile_m == 128, (M, cfg)
         if cfg.split_k > 1:
-            # Each split streams at least 4 k-tiles, and splitting only happens while the grid is small:
-            # under 6 blocks per SM for bandwidth-bound 16-row tiles, under 3/4 of a wave otherwise.
-            assert cfg.split_k * 4 <= K // cfg.tile_k
+            # Each split streams at least 4 k-tiles (8 from 64 rows up), and splitting only happens while
+            # the grid is small: under 6 blocks per SM for 16/32-row tiles, 4 for 64, 3/4 of a wave above.
+            assert cfg.split_k * (4 if cfg.tile_m <= 32 else 8) <= K // cfg.tile_k
             grid = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n)
-            assert grid < (6 * sms if cfg.tile_m == 16 else 0.75 * sms), (M, cfg)
+            limit = {16: 6 * sms, 32: 6 * sms, 64: 4 * sms}.get(cfg.tile_m, 0.75 * sms)
+            assert grid < limit, (M, cfg)
 
 
 @pytest.mark.parametrize("set_name", ["minimal", "full"])
@@ -314,12 +315,22 @@ def test_heuristic_small_grid_splits_k():
 
 
 def test_heuristic_compute_tiles_split_to_one_wave():
-    # M = 128, N = 4096: 16 tiles of 128 x 256 cover 16 of 132 SMs; ceil(132 / 16) = 9 splits.
+    # M = 128, N = 4096: 16 tiles of 128 x 256 cover 16 of 132 SMs; ceil(132 / 16) = 9 splits, capped
+    # at 64 k-tiles / 8 per split = 8.
     cfg = tuning.heuristic_config(SETS["minimal"], 128, 4096, 4096, 132)
-    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 9, "parallel")
+    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 8, "parallel")
     # M = 128, N = 28672: 112 tiles, more than 3/4 of the SMs: no split.
     cfg = tuning.heuristic_config(SETS["minimal"], 128, 28672, 8192, 132)
     assert (cfg.tile_m, cfg.split_k) == (128, 1)
+
+
+def test_heuristic_mid_m_splits_like_decode():
+    # M = 32 on the full set: 32 x 128 tiles; 32 of them want ceil(6 * 132 / 32) = 25 splits, capped at 16.
+    cfg = tuning.heuristic_config(SETS["full"], 32, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.split_k) == (32, 16)
+    # M = 64: 64 x 128 tiles, 224 of them at N = 28672 want ceil(4 * 132 / 224) = 3 splits.
+    cfg = tuning.heuristic_config(SETS["full"], 64, 28672, 8192, 132)
+    assert (cfg.tile_m, cfg.split_k) == (64, 3)
 
 
 def test_heuristic_full_grid_does_not_split():

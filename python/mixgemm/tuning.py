@@ -31,12 +31,15 @@ _PREFERENCE = (
     (64, ((64, 128), (32, 128), (128, 128))),
     (math.inf, ((128, 256), (128, 128), (64, 128))),
 )
-# Bandwidth-bound tiles (16 rows) want many threadblocks in flight: split-K until there are about this
-# many per SM (measured at M = 1: split 8 at 8192 x 28672 = 6.8 blocks per SM was best; fewer left DRAM
-# idle, more paid for partials). Compute-bound tiles only need to cover the SMs once.
-_BANDWIDTH_BLOCKS_PER_SM = 6
-# Each split should still stream a few k-tiles so the pipeline fills.
-_MIN_K_TILES_PER_SPLIT = 4
+# Up to M = 64 the weight stream dominates (2 M flops per 0.5-byte weight is under the H100's
+# mma.sync-to-DRAM balance of about 170 flop/byte), so these tiles split K until there are about this
+# many threadblocks per SM (sweeps at M = 1..64: split 8 at 8192 x 28672, M = 1, i.e. 6.8 blocks per SM,
+# was best; fewer left DRAM idle, more paid for partials). 128-row tiles only need to cover the SMs once.
+_BLOCKS_PER_SM = {16: 6, 32: 6, 64: 4}
+# Each split should still stream enough k-tiles to fill its pipeline: 4 for the light 16/32-row tiles,
+# 8 for 64 rows and up (at 4096 x 4096, M = 64, split 8 beat split 16 by more than 5%).
+_MIN_K_TILES_PER_SPLIT = {16: 4, 32: 4}
+_MIN_K_TILES_PER_SPLIT_LARGE = 8
 _MAX_SPLIT_K = 16
 # Split-K mode: parallel (a second, tiny reduction kernel) measured faster than serial (in-kernel
 # reduction by the last split) at every decode shape swept, by 3% to 30%.
@@ -64,12 +67,13 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
     config = _pick_tile(configs, M)
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k
-    if config.tile_m <= 16:
-        want = math.ceil(_BANDWIDTH_BLOCKS_PER_SM * sm_count / tiles)
+    if config.tile_m in _BLOCKS_PER_SM:
+        want = math.ceil(_BLOCKS_PER_SM[config.tile_m] * sm_count / tiles)
     else:
         # One wave: split only when the tiles leave a quarter of the SMs idle.
         want = math.ceil(sm_count / tiles) if tiles < 0.75 * sm_count else 1
-    split_k = max(1, min(want, k_tiles // _MIN_K_TILES_PER_SPLIT, _MAX_SPLIT_K))
+    min_k_tiles = _MIN_K_TILES_PER_SPLIT.get(config.tile_m, _MIN_K_TILES_PER_SPLIT_LARGE)
+    split_k = max(1, min(want, k_tiles // min_k_tiles, _MAX_SPLIT_K))
     return config.with_split_k(split_k, "none" if split_k == 1 else _SPLIT_MODE)
 
 

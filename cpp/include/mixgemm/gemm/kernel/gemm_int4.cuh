@@ -47,7 +47,8 @@ __device__ __forceinline__ void store_release(int32_t* address, int value) {
 }
 
 template <typename T, int TileM, int TileN, int WarpM, int WarpN, int Stages>
-__global__ void __launch_bounds__(threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>::kThreads)
+__global__ void __launch_bounds__(threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>::kThreads,
+                                  threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>::kMinBlocksPerSM)
     gemm_int4_kernel(const KernelParams params) {
   using Loop = threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>;
   using Traits = typename Loop::Traits;

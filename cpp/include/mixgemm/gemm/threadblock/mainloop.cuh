@@ -34,6 +34,10 @@ struct Mainloop {
   static constexpr int kWarpsM = TileM / WarpM;
   static constexpr int kWarpsN = TileN / WarpN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  // Residency target for the register allocator. Decode tiles (16 rows) are bandwidth bound and want
+  // many threadblocks in flight: 4 per SM caps them at 65536 / (4 x 128) = 128 registers per thread
+  // (uncapped, 16 x 256 took 168 and fit only 3 per SM). Larger tiles keep the allocator free.
+  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : 1;
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
   static constexpr int kWords = WarpN / 16;       // packed words (16 columns each) per lane per k16 slab
   static constexpr int kMmaN = WarpN / 8;         // n8 accumulator tiles per warp
