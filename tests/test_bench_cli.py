@@ -61,7 +61,7 @@ def test_shape_rules_are_checked_after_parsing(capsys):
     err = _parse_error(capsys, ["tune", "--shape", "4160x64"])
     assert "python -m mixgemm tune: error" in err and "--group-size 128" in err
     err = _parse_error(capsys, ["dequant", "--shape", "4096x4096", "--group-size", "100"])
-    assert "--group-size must be a positive multiple of 64" in err
+    assert "--group-size must be a positive multiple of 32" in err
 
 
 @pytest.mark.parametrize("argv, text", [

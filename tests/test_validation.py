@@ -536,7 +536,7 @@ class TestPrepack:
             self.call(fmt, group_size, **overrides)
 
     def test_gptq_qweight_and_qzeros_must_agree_on_n(self, cpu_as_cuda):
-        with pytest.raises(ValueError, match=r"^gptq_to_awq: qweight and qzeros must describe the same N"):
+        with pytest.raises(ValueError, match=r"^prepack: qzeros must have shape \(2, 8\) \(\[K/G, N/8\]"):
             self.call("gptq", qzeros=torch.zeros(G, 2 * N // 8, dtype=I32))
 
     @pytest.mark.parametrize("fmt", ["awq", "gptq"])
@@ -734,3 +734,32 @@ def test_compiled_configs_rejects_other_dtypes():
     for dtype in (torch.float32, torch.int32, torch.float64):
         with pytest.raises(ValueError, match=r"^compiled_configs: dtype must be float16 or bfloat16"):
             mixgemm.compiled_configs(dtype)
+
+
+class TestActOrder:
+    """The g_idx rules, checked before anything reaches the GPU."""
+
+    def test_plain_g_idx_needs_no_permutation(self):
+        assert ops._act_order_permutation("f", torch.arange(256) // 64, 256, 4) is None
+
+    def test_scattered_groups_give_a_sorting_permutation(self):
+        g_idx = torch.randperm(256) % 4
+        perm = ops._act_order_permutation("f", g_idx, 256, 4)
+        assert torch.equal(g_idx[perm], torch.arange(256) // 64)
+
+    @pytest.mark.parametrize(
+        "g_idx, pattern",
+        [
+            (torch.zeros(255, dtype=torch.int64), r"g_idx must be a 1-D tensor of K = 256"),
+            (torch.zeros(256), r"g_idx must have dtype int32 or int64"),
+            (torch.full((256,), 4), r"g_idx values must lie in \[0, 4\)"),
+            (torch.arange(256) % 3, r"every group of g_idx must hold exactly group_size = 64 rows"),
+        ],
+    )
+    def test_bad_g_idx(self, g_idx, pattern):
+        with pytest.raises(ValueError, match=rf"^f: {pattern}"):
+            ops._act_order_permutation("f", g_idx, 256, 4)
+
+    def test_g_idx_needs_the_gptq_format(self, cpu_as_cuda):
+        with pytest.raises(ValueError, match=r"^prepack: g_idx \(act-order\) is a GPTQ field"):
+            mixgemm.prepack(**awq_tensors(), g_idx=torch.arange(K) // 64)

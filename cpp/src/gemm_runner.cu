@@ -57,9 +57,9 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
   require(args.N >= 64 && args.N % 64 == 0, fn + "N must be a positive multiple of 64 (packed strip width)");
   require(args.K >= threadblock::kTileK && args.K % threadblock::kTileK == 0,
           fn + "K must be a positive multiple of 64 (the main loop's k-tile)");
-  require(args.group_size >= threadblock::kTileK && args.group_size % threadblock::kTileK == 0 &&
+  require(args.group_size >= threadblock::kQuantK && args.group_size % threadblock::kQuantK == 0 &&
               args.K % args.group_size == 0,
-          fn + "group_size must be a multiple of 64 that divides K");
+          fn + "group_size must be a multiple of 32 that divides K");
   const int k_tiles = args.K / threadblock::kTileK;
   require(args.split_k >= 1 && args.split_k <= k_tiles,
           fn + "split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]");

@@ -69,7 +69,7 @@ class PackedWeight:
     """A weight in our kernel layout, ready for :func:`gemm`.
 
     ``packed`` int32 ``[N/64, K/16, 32, 4]`` (prepack_ref.py documents each bit); ``scales`` and
-    ``offsets`` (``= -zero * scale``) ``[K/G, N]`` in ``act_dtype``.
+    ``offsets`` (``= -zero * scale``, zero = 8 for symmetric weights) ``[K/G, N]`` in ``act_dtype``.
     """
 
     packed: torch.Tensor
@@ -80,19 +80,32 @@ class PackedWeight:
     act_dtype: torch.dtype
     n: int
     k: int
+    # GPTQ act-order: K was permuted at prepack time so groups are contiguous; gemm() gathers x's columns
+    # with it (x[:, perm] @ W[perm] == x @ W). None for every other checkpoint.
+    perm: torch.Tensor | None = None
+
+
+# Symmetric (scale-only) int4 weights store q_signed + 8: W = (q - 8) * s.
+_SYMMETRIC_ZERO = 8
 
 
 def prepack_awq_tensors(
-    qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, group_size: int
+    qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None, group_size: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """GPU twin of ``prepack_ref.prepack_awq_reference``: ``(packed, scales, offsets)``."""
+    """GPU twin of ``prepack_ref.prepack_awq_reference``: ``(packed, scales, offsets)``.
+
+    ``qzeros=None`` means symmetric weights (zero point 8).
+    """
     fn = "prepack"
     if not isinstance(group_size, int) or isinstance(group_size, bool):
         raise ValueError(f"{fn}: group_size must be an int, got {group_size!r}")
     _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
     _checks.check_tensor(fn, "scales", scales, _ACT_DTYPES, 2)
-    _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
-    _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+        _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
+    else:
+        _checks.check_same_device(fn, qweight=qweight, scales=scales)
     K, N = qweight.shape[0], scales.shape[1]
     _checks.check_shape(fn, "qweight", qweight, (K, N // 8), "[K, N/8] with N = scales.shape[1]")
     if N == 0 or N % _PACKED_STRIP_N != 0:
@@ -103,52 +116,94 @@ def prepack_awq_tensors(
         raise ValueError(
             f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {K // scales.shape[0]}"
         )
-    _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
+    if qzeros is not None:
+        _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
     _checks.check_device_supported(fn, qweight.device)
 
     stream = _stream(qweight.device)
     packed = torch.empty((N // _PACKED_STRIP_N, K // _K_SLAB, 32, 4), dtype=torch.int32, device=qweight.device)
-    offsets = torch.empty_like(scales)
     _ext().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, stream)
-    _ext().fold_awq_zeros(
-        qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
-        scales.dtype == torch.bfloat16, stream,
-    )
+    if qzeros is None:
+        # The same single rounding as the kernel's -(z * s): the product is exact in float32.
+        offsets = (-(_SYMMETRIC_ZERO * scales.float())).to(scales.dtype)
+    else:
+        offsets = torch.empty_like(scales)
+        _ext().fold_awq_zeros(
+            qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
+            scales.dtype == torch.bfloat16, stream,
+        )
     return packed, scales.clone(), offsets
+
+
+def _act_order_permutation(fn: str, g_idx: torch.Tensor, K: int, groups: int) -> torch.Tensor | None:
+    """The K permutation that makes act-order groups contiguous, or None when g_idx is the plain k // G.
+
+    Rows are stably sorted by group; each group must then hold exactly K / groups rows, so row i of the
+    permuted weight belongs to group i // G as the kernel assumes.
+    """
+    if not isinstance(g_idx, torch.Tensor) or g_idx.dim() != 1 or g_idx.shape[0] != K:
+        raise ValueError(f"{fn}: g_idx must be a 1-D tensor of K = {K} group indices")
+    if g_idx.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{fn}: g_idx must have dtype int32 or int64, got {g_idx.dtype}")
+    g_idx = g_idx.long()
+    G = K // groups
+    if int(g_idx.min()) < 0 or int(g_idx.max()) >= groups:
+        raise ValueError(f"{fn}: g_idx values must lie in [0, {groups}) (one per scale row)")
+    if torch.equal(g_idx, torch.arange(K, device=g_idx.device) // G):
+        return None
+    counts = torch.bincount(g_idx, minlength=groups)
+    if not bool((counts == G).all()):
+        raise ValueError(f"{fn}: every group of g_idx must hold exactly group_size = {G} rows of K")
+    return torch.sort(g_idx, stable=True).indices
 
 
 def prepack(
     qweight: torch.Tensor,
     scales: torch.Tensor,
-    qzeros: torch.Tensor,
+    qzeros: torch.Tensor | None = None,
     group_size: int | None = None,
     *,
     format: str = "awq",
     gptq_v1: bool = False,
+    g_idx: torch.Tensor | None = None,
 ) -> PackedWeight:
-    """Rewrites an AWQ (default) or GPTQ int4 checkpoint tensor triple into our kernel layout on the GPU.
+    """Rewrites an AWQ (default) or GPTQ int4 checkpoint into our kernel layout on the GPU.
 
     AWQ: ``qweight`` int32 ``[K, N/8]``, ``qzeros`` int32 ``[K/G, N/8]``, ``scales`` ``[K/G, N]``.
     GPTQ: ``qweight`` int32 ``[K/8, N]`` packed along K, ``qzeros`` ``[K/G, N/8]`` in natural order
-    (``gptq_v1=True`` for classic checkpoints storing ``z - 1``). Act-order GPTQ (``g_idx``) is not
-    accepted here. ``group_size`` defaults to ``K / scales.shape[0]``. The activation dtype is the
-    scales' dtype (fp16 or bf16).
+    (``gptq_v1=True`` for classic checkpoints storing ``z - 1``), and optionally act-order ``g_idx``
+    ``[K]``: K is then permuted once here so each group is contiguous, and :func:`gemm` gathers x's
+    columns to match. ``qzeros=None`` means symmetric (scale-only) weights, ``W = (q - 8) * s``.
+    ``group_size`` defaults to ``K / scales.shape[0]``. The activation dtype is the scales' dtype.
     """
     fn = "prepack"
     if format not in ("awq", "gptq"):
         raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
     _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
-    _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
     _checks.check_tensor(fn, "scales", scales, _ACT_DTYPES, 2)
+    if g_idx is not None and format != "gptq":
+        raise ValueError(f"{fn}: g_idx (act-order) is a GPTQ field; pass format='gptq'")
+    perm = None
     if format == "gptq":
-        from .formats import gptq_to_awq
+        from . import formats
 
-        qweight, qzeros = gptq_to_awq(qweight, qzeros, v1=gptq_v1)
+        K = qweight.shape[0] * 8
+        q = formats.unpack_gptq_qweight(qweight)  # [K, N]
+        if g_idx is not None:
+            _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
+            perm = _act_order_permutation(fn, g_idx, K, scales.shape[0])
+            if perm is not None:
+                q = q.index_select(0, perm)
+        qweight = formats.pack_awq(q)
+        if qzeros is not None:
+            qzeros = formats.pack_awq(formats.unpack_gptq_zeros(qzeros, v1=gptq_v1))
     K = qweight.shape[0]
     if group_size is None:
         group_size = _checks.group_size_of(fn, K, scales.shape[0])
     packed, scales_out, offsets = prepack_awq_tensors(qweight, scales, qzeros, group_size)
-    return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K)
+    return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K, perm)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -187,6 +242,10 @@ def _check_packed_tensors(fn: str, packed: PackedWeight) -> None:
         _checks.check_tensor(fn, f"packed.{name}", t, (packed.act_dtype,), 2)
         _checks.check_shape(fn, f"packed.{name}", t, (k // g, n), "[K/G, N]")
     _checks.check_same_device(fn, packed=packed.packed, scales=packed.scales, offsets=packed.offsets)
+    if packed.perm is not None:
+        _checks.check_tensor(fn, "packed.perm", packed.perm, (torch.int64,), 1)
+        _checks.check_shape(fn, "packed.perm", packed.perm, (k,), "one source column of x per row of K")
+        _checks.check_same_device(fn, packed=packed.packed, perm=packed.perm)
 
 # Serial split-K semaphores, per (device, stream): zero-initialised once; every kernel leaves them zero
 # again, so the hot path needs no memset (and CUDA-graph replays stay valid). Per stream because two
@@ -264,6 +323,8 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
         _checks.check_tensor(fn, "bias", bias, (packed.act_dtype,), 1)
         _checks.check_shape(fn, "bias", bias, (packed.n,), "one value per output column")
         _checks.check_same_device(fn, x=x, bias=bias)
+    if packed.perm is not None:
+        x2 = x2.index_select(1, packed.perm)  # act-order: x's columns in the permuted K order
     M, N, K = x2.shape[0], packed.n, packed.k
     out = torch.empty((M, N), dtype=packed.act_dtype, device=x.device)
     if M == 0:

@@ -28,8 +28,9 @@ pytestmark = pytest.mark.gpu
 MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
 MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
 M_VALUES = [1, 3, 16, 17, 64, 255, 1024]
-# (K, N, G): N = 320 leaves a partial N tile for tile_n 128 and 256; G = K is per-channel.
-SHAPES = [(256, 128, 64), (512, 320, 128), (1024, 256, 256)]
+# (K, N, G): N = 320 and 192 leave partial N tiles for tile_n 128 and 256; G = 32 puts two groups in
+# one 64-deep k-tile.
+SHAPES = [(256, 128, 64), (512, 320, 128), (1024, 256, 256), (256, 192, 32)]
 # Every split count here is <= K / 64 for every shape above.
 SPLITS = [(1, "none"), (2, "serial"), (3, "serial"), (2, "parallel"), (4, "parallel")]
 

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "mixgemm/convert/int4_to_float.cuh"
+
 namespace mixgemm::baseline {
 
 namespace awq_detail {
@@ -33,45 +35,14 @@ constexpr int kAStride = kTileK + kSmemPad;  // halves per A row in shared memor
 
 }  // namespace awq_detail
 
-// Turns one AWQ-packed int32 (8 unsigned 4-bit values) into 8 fp16 values, without integer-to-
-// float conversion instructions.
-//
-// Trick: an fp16 with exponent bits of 1024 (0x6400) has a mantissa ulp of exactly 1, so OR-ing a
-// 4-bit value v into the low mantissa bits yields the fp16 number 1024 + v. Masking with
-// 0x000f000f fills both halves of a half2 at once. Placing v four bits higher (mask 0x00f000f0)
-// yields 1024 + 16 v instead, which a single fma by 1/16 with addend -64 undoes:
-// (1024 + 16 v) / 16 - 64 = v. The shift by 8 brings the upper nibbles of each 16-bit half into
-// reach of the same two masks.
-//
-// Constants: 0x6400 = 1024.0, 0x2C00 = 1/16 = 0.0625, 0xD400 = -64.0 (all exact in fp16).
-//
-// Order: nibble i sits at bits 4i..4i+3. The four half2 results hold nibble pairs
-// (0,4), (1,5), (2,6), (3,7) -- the low half of each from the low 16 bits of the word, the high
-// half from the high 16 bits. AWQ packs logical column ORDER[i] = [0,2,4,6,1,3,5,7][i] into
-// nibble i, which is exactly the inverse of that interleave: nibbles (0,4) are columns (0,1),
-// (1,5) are (2,3), (2,6) are (4,5), (3,7) are (6,7). So the 8 halves of the returned uint4 come
-// out in natural column order 0..7, ready to be stored contiguously. (This is why AWQ chose that
-// packing order.)
+// One AWQ-packed int32 (8 unsigned 4-bit values) as 8 fp16 values, by the magic-number converter shared
+// with our kernels (convert/int4_to_float.cuh: lop3 into 1024.0's mantissa, then sub / fma). Its output
+// pairs are nibbles (0,4), (1,5), (2,6), (3,7); AWQ packs logical column [0,2,4,6,1,3,5,7][i] into
+// nibble i, which is exactly the inverse of that interleave, so the 8 halves come out in natural column
+// order 0..7, ready to be stored contiguously. (This is why AWQ chose that packing order.)
 __device__ __forceinline__ uint4 dequant_int4_to_half2x4(uint32_t packed) {
-  uint4 out;
-  constexpr uint32_t kMaskLow = 0x000f000fu;   // nibbles 0 and 4 (after >> 8: 2 and 6)
-  constexpr uint32_t kMaskHigh = 0x00f000f0u;  // nibbles 1 and 5 (after >> 8: 3 and 7)
-  constexpr uint32_t kMagic = 0x64006400u;     // half2(1024, 1024)
-  // lop3 immediate for (a & b) | c: with a = 0xF0, b = 0xCC, c = 0xAA, (0xF0 & 0xCC) | 0xAA = 0xEA.
-  constexpr uint32_t kOneSixteenth = 0x2C002C00u;  // half2(1/16, 1/16)
-  constexpr uint32_t kMinus64 = 0xD400D400u;       // half2(-64, -64)
-  const uint32_t shifted = packed >> 8;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(out.x) : "r"(packed), "n"(kMaskLow), "n"(kMagic));
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(out.y) : "r"(packed), "n"(kMaskHigh), "n"(kMagic));
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(out.z) : "r"(shifted), "n"(kMaskLow), "n"(kMagic));
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(out.w) : "r"(shifted), "n"(kMaskHigh), "n"(kMagic));
-  // Low-nibble lanes: (1024 + v) - 1024 = v.
-  asm("sub.f16x2 %0, %1, %2;\n" : "=r"(out.x) : "r"(out.x), "r"(kMagic));
-  asm("sub.f16x2 %0, %1, %2;\n" : "=r"(out.z) : "r"(out.z), "r"(kMagic));
-  // High-nibble lanes: (1024 + 16 v) * (1/16) + (-64) = v, exact because every step is.
-  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(out.y) : "r"(out.y), "r"(kOneSixteenth), "r"(kMinus64));
-  asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(out.w) : "r"(out.w), "r"(kOneSixteenth), "r"(kMinus64));
-  return out;
+  const convert::Pairs4 q = convert::int4x8_to_half(packed);
+  return make_uint4(q.pair[0], q.pair[1], q.pair[2], q.pair[3]);
 }
 
 // partials[z] (fp16, [M, N]) = x[:, K-steps of split z] * W[K-steps of split z, :], where

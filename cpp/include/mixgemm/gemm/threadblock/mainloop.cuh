@@ -5,7 +5,8 @@
 //            row addresses of each ldmatrix phase fall in eight different bank groups;
 //   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B each, stored exactly as
 //            in global memory (prepack already ordered them per lane), 2 KiB per strip;
-//   scales and offsets of the k-tile's group: TileN values each.
+//   scales and offsets for each 32-row half of the k-tile (TileN values each): group sizes down to 32
+//   put two groups in one k-tile; for larger groups both halves hold the same group's values.
 // Stages - 1 tiles are in flight while one is computed (cp.async.wait_group(Stages - 2)).
 #pragma once
 
@@ -17,7 +18,8 @@
 namespace mixgemm::gemm::threadblock {
 
 constexpr int kChunkBytes = 16;  // one cp.async / ldmatrix row: 8 fp16 or bf16 values
-constexpr int kTileK = 64;       // K per main-loop step; the packed layout and group sizes assume it
+constexpr int kTileK = 64;       // K per main-loop step; the packed layout assumes it
+constexpr int kQuantK = 32;      // K rows sharing one row of scales/offsets in shared memory: the smallest group
 constexpr int kPackedStripN = 64;                  // columns per packed strip (prepack layout)
 constexpr int kSlabK = 16;                         // K rows per mma / packed slab
 constexpr int kSlabBytes = 32 * 4 * 4;             // 32 lanes x 4 words x 4 bytes = 512
@@ -45,7 +47,8 @@ struct Mainloop {
   static constexpr int kABytes = TileM * kTileK * 2;
   static constexpr int kBBytes = (TileN / kPackedStripN) * kStripTileBytes;
   static constexpr int kQuantBytes = TileN * 2;  // one row of scales (or of offsets)
-  static constexpr int kStageBytes = kABytes + kBBytes + 2 * kQuantBytes;
+  static constexpr int kQuantRows = kTileK / kQuantK;  // per stage: scales for each 32-row half, then offsets
+  static constexpr int kStageBytes = kABytes + kBBytes + 2 * kQuantRows * kQuantBytes;
   static constexpr int kSharedBytes = Stages * kStageBytes;
 
   using Traits = warp::ActTraits<T>;
@@ -95,19 +98,21 @@ struct Mainloop {
           b_base + i * kChunkBytes, src, valid);
     }
 
-    // Scales and offsets of the group holding this k-tile (group_size is a multiple of kTileK).
+    // Scales and offsets of the groups holding the k-tile's two 32-row halves (group_size is a multiple
+    // of 32). Layout: [scales half 0][scales half 1][offsets half 0][offsets half 1], TileN values each.
     uint8_t* q_base = b_base + kBBytes;
-    const int group = kt * kTileK / p.group_size;
     constexpr int kQuantChunks = kQuantBytes / kChunkBytes;
 #pragma unroll
-    for (int i = tid; i < 2 * kQuantChunks; i += kThreads) {
-      const int which = i / kQuantChunks, chunk = i % kQuantChunks;
+    for (int i = tid; i < 2 * kQuantRows * kQuantChunks; i += kThreads) {
+      const int row = i / kQuantChunks, chunk = i % kQuantChunks;
+      const int which = row / kQuantRows, half = row % kQuantRows;
+      const int group = (kt * kTileK + half * kQuantK) / p.group_size;
       const int n = p.n0 + chunk * 8;
       const bool valid = n < p.N;
       const T* table = which == 0 ? p.scales : p.offsets;
       const T* src = table + static_cast<int64_t>(group) * p.N + (valid ? n : 0);
       cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
-          q_base + which * kQuantBytes + chunk * kChunkBytes, src, valid);
+          q_base + row * kQuantBytes + chunk * kChunkBytes, src, valid);
     }
   }
 
@@ -115,27 +120,30 @@ struct Mainloop {
   __device__ static void compute_tile(const uint8_t* smem, int stage, float (&acc)[kMmaM][kMmaN][4]) {
     const uint8_t* stage_base = smem + stage * kStageBytes;
     const uint8_t* b_base = stage_base + kABytes;
-    const T* scale_row = reinterpret_cast<const T*>(b_base + kBBytes);
-    const T* offset_row = scale_row + TileN;
+    const T* quant_rows = reinterpret_cast<const T*>(b_base + kBBytes);
     const int lane = threadIdx.x % 32;
     const int warp_id = threadIdx.x / 32;
     const int warp_m0 = (warp_id % kWarpsM) * WarpM;
     const int warp_n0 = (warp_id / kWarpsM) * WarpN;
 
-    // Each lane's two columns per 16-column block: c = lane / 4 and c + 8 (see the warp header).
     warp::ColumnQuant<T> quant[kWords];
 #pragma unroll
-    for (int w = 0; w < kWords; ++w) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int col = warp_n0 + 16 * w + 8 * half + lane / 4;
-        quant[w].scale[half] = Traits::broadcast(scale_row[col]);
-        quant[w].offset[half] = Traits::broadcast(offset_row[col]);
-      }
-    }
-
-#pragma unroll
     for (int slab = 0; slab < kTileK / kSlabK; ++slab) {
+      if (slab % (kQuantK / kSlabK) == 0) {
+        // A new 32-row half: its scales/offsets for this lane's two columns per 16-column block
+        // (c = lane / 4 and c + 8, see the warp header).
+        const T* scale_row = quant_rows + (slab * kSlabK / kQuantK) * TileN;
+        const T* offset_row = scale_row + kQuantRows * TileN;
+#pragma unroll
+        for (int w = 0; w < kWords; ++w) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int col = warp_n0 + 16 * w + 8 * half + lane / 4;
+            quant[w].scale[half] = Traits::broadcast(scale_row[col]);
+            quant[w].offset[half] = Traits::broadcast(offset_row[col]);
+          }
+        }
+      }
       uint32_t a[kMmaM][4];
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi) {
