@@ -635,3 +635,243 @@ def test_bits8_codes_allowed_in_dequantize(gen):
     z = torch.randint(0, 256, (2, 8), generator=gen).to(torch.uint8)
     deq = formats.dequantize(q, _s, z, group_size=8, bits=8)
     assert torch.equal(deq, q.double() - z.double().repeat_interleave(8, 0))
+
+
+# ---------------------------------------------------------------------------
+# GPTQ 8-bit packing
+# ---------------------------------------------------------------------------
+
+
+def test_pack_gptq_qweight_int8_hand_example():
+    # Column 0 carries K-rows 0..3 = 0, 1, 2, 3 -> byte i = i -> 0x03020100.
+    # Column 1 carries 250..253 -> bytes FA FB FC FD (byte 0 first) -> 0xFDFCFBFA, a negative int32.
+    # K-rows 4..7 form the second packed row: only K-row 6 of column 1 is set (byte 2).
+    values = torch.zeros(8, 2, dtype=torch.int64)
+    values[:4, 0] = torch.tensor([0, 1, 2, 3])
+    values[:4, 1] = torch.tensor([250, 251, 252, 253])
+    values[6, 1] = 0x7F
+    packed = formats.pack_gptq_qweight_int8(values)
+    assert packed.dtype == torch.int32 and packed.shape == (2, 2)
+    assert packed.tolist() == [[0x03020100, u32_to_i32(0xFDFCFBFA)], [0, 0x007F0000]]
+    assert u32_to_i32(0xFDFCFBFA) == -33752070
+    assert torch.equal(formats.unpack_gptq_qweight_int8(packed), values.to(torch.uint8))
+
+
+@pytest.mark.parametrize("top", [128, 129, 200, 255])
+def test_pack_gptq_qweight_int8_sign_bit(top):
+    values = torch.zeros(4, 1, dtype=torch.uint8)
+    values[3, 0] = top  # K-row 3 -> byte 3 (bits 24..31)
+    packed = formats.pack_gptq_qweight_int8(values)
+    assert packed.item() == (top << 24) - (1 << 32)
+    assert packed.item() < 0
+    assert torch.equal(formats.unpack_gptq_qweight_int8(packed), values)
+
+
+def test_pack_gptq_qweight_int8_byte_3_below_128_is_positive():
+    values = torch.tensor([[255], [255], [255], [127]], dtype=torch.uint8)
+    assert formats.pack_gptq_qweight_int8(values).item() == 0x7FFFFFFF
+    assert formats.pack_gptq_qweight_int8(torch.full((4, 3), 255)).tolist() == [[-1, -1, -1]]
+
+
+@pytest.mark.parametrize("shape", [(4, 1), (16, 8), (128, 64), (1024, 3), (0, 4)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_gptq_qweight_int8_round_trip(shape, dtype, gen):
+    values = rand_codes(shape, gen, high=256, dtype=dtype)
+    packed = formats.pack_gptq_qweight_int8(values)
+    assert packed.dtype == torch.int32
+    assert packed.shape == (shape[0] // 4, shape[1])
+    unpacked = formats.unpack_gptq_qweight_int8(packed)
+    assert unpacked.dtype == torch.uint8
+    assert torch.equal(unpacked, values.to(torch.uint8))
+
+
+def test_gptq_qweight_int8_unpack_pack_is_bijective_on_int32(gen):
+    words = torch.randint(-(1 << 31), 1 << 31, (8, 24), generator=gen).to(torch.int32)
+    words[0, :4] = torch.tensor([-(1 << 31), -1, 0, (1 << 31) - 1], dtype=torch.int32)
+    assert torch.equal(formats.pack_gptq_qweight_int8(formats.unpack_gptq_qweight_int8(words)), words)
+
+
+def test_gptq_qweight_int8_packs_along_k_per_column(gen):
+    values = rand_codes((12, 5), gen, high=256)
+    packed = formats.pack_gptq_qweight_int8(values)
+    for r in range(3):
+        for n in range(5):
+            word = sum(int(values[4 * r + i, n]) << (8 * i) for i in range(4))
+            assert int(packed[r, n]) == u32_to_i32(word)
+
+
+def test_pack_gptq_zeros_int8_hand_example():
+    # Byte i of word c is column 4c + i.
+    zeros = torch.tensor([[0, 1, 2, 3, 250, 251, 252, 253], [128, 0, 0, 0, 0, 0, 0, 9]])
+    packed = formats.pack_gptq_zeros_int8(zeros)
+    assert packed.dtype == torch.int32 and packed.shape == (2, 2)
+    assert packed.tolist() == [
+        [0x03020100, u32_to_i32(0xFDFCFBFA)],
+        [0x00000080, 0x09000000],
+    ]
+    assert torch.equal(formats.unpack_gptq_zeros_int8(packed), zeros.to(torch.uint8))
+
+
+def test_pack_gptq_zeros_int8_v1_stores_z_minus_one():
+    # z = 1, 2, 3, 4 is stored as 0, 1, 2, 3 -> 0x03020100.
+    zeros = torch.tensor([[1, 2, 3, 4]])
+    packed = formats.pack_gptq_zeros_int8(zeros, v1=True)
+    assert packed.tolist() == [[0x03020100]]
+    assert torch.equal(formats.unpack_gptq_zeros_int8(packed, v1=True), zeros.to(torch.uint8))
+    assert formats.unpack_gptq_zeros_int8(packed).tolist() == [[0, 1, 2, 3]]
+
+
+def test_pack_gptq_zeros_int8_v1_wraps_mod_256():
+    # z = 0 is stored as 255 (all bytes 0xFF -> -1); z = 255 as 254 comes back as 255.
+    zeros = torch.zeros(1, 4, dtype=torch.uint8)
+    packed = formats.pack_gptq_zeros_int8(zeros, v1=True)
+    assert packed.item() == -1
+    assert torch.equal(formats.unpack_gptq_zeros_int8(packed, v1=True), zeros)
+    zeros = torch.tensor([[255, 0, 128, 1]], dtype=torch.uint8)
+    packed = formats.pack_gptq_zeros_int8(zeros, v1=True)
+    assert packed.item() == u32_to_i32(0x007FFFFE)  # stored 254, 255, 127, 0
+    assert torch.equal(formats.unpack_gptq_zeros_int8(packed, v1=True), zeros)
+
+
+@pytest.mark.parametrize("v1", [False, True])
+@pytest.mark.parametrize("shape", [(1, 4), (4, 64), (32, 256), (0, 16)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int64])
+def test_gptq_zeros_int8_round_trip(shape, v1, dtype, gen):
+    zeros = rand_codes(shape, gen, high=256, dtype=dtype)
+    packed = formats.pack_gptq_zeros_int8(zeros, v1=v1)
+    assert packed.dtype == torch.int32
+    assert packed.shape == (shape[0], shape[1] // 4)
+    unpacked = formats.unpack_gptq_zeros_int8(packed, v1=v1)
+    assert unpacked.dtype == torch.uint8
+    assert torch.equal(unpacked, zeros.to(torch.uint8))
+    stored = formats.unpack_gptq_zeros_int8(packed, v1=False)
+    expected_stored = (zeros.to(torch.int64) - (1 if v1 else 0)) % 256
+    assert torch.equal(stored.to(torch.int64), expected_stored)
+
+
+def test_int8_and_int4_gptq_packing_differ_only_in_field_width():
+    # Codes 0..15 packed both ways describe the same matrix.
+    q = torch.arange(16 * 8).reshape(16, 8) % 16
+    assert torch.equal(
+        formats.unpack_gptq_qweight_int8(formats.pack_gptq_qweight_int8(q)),
+        formats.unpack_gptq_qweight(formats.pack_gptq_qweight(q)),
+    )
+
+
+# ---------------------------------------------------------------------------
+# random_gptq_int8_weight and int8 dequantisation
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("K,N,G", [(128, 64, 128), (256, 256, 64), (64, 8, 32)])
+def test_random_gptq_int8_weight_shapes_and_dtypes(K, N, G, dtype, gen):
+    w = formats.random_gptq_int8_weight(K, N, G, dtype=dtype, generator=gen)
+    assert set(w) == {"qweight", "scales", "qzeros"}
+    assert w["qweight"].dtype == torch.int32 and w["qweight"].shape == (K // 4, N)
+    assert w["qzeros"].dtype == torch.int32 and w["qzeros"].shape == (K // G, N // 4)
+    assert w["scales"].dtype == dtype and w["scales"].shape == (K // G, N)
+    for t in w.values():
+        assert t.device.type == "cpu"
+    a = w["scales"].abs().float()
+    assert (a > 0).all() and (a < 1 / 16).all()
+
+
+def test_random_gptq_int8_weight_symmetric(gen):
+    w = formats.random_gptq_int8_weight(64, 32, 32, generator=gen, symmetric=True)
+    assert set(w) == {"qweight", "scales", "qzeros"}
+    assert w["qzeros"] is None
+    q = formats.unpack_gptq_qweight_int8(w["qweight"])
+    deq = formats.dequantize(q, w["scales"], None, group_size=32, bits=8)
+    assert torch.equal(deq, (q.double() - 128) * w["scales"].double().repeat_interleave(32, 0))
+
+
+def test_random_gptq_int8_weight_distribution(gen):
+    w = formats.random_gptq_int8_weight(512, 256, 64, generator=gen)
+    q = formats.unpack_gptq_qweight_int8(w["qweight"])
+    z = formats.unpack_gptq_zeros_int8(w["qzeros"])
+    assert set(q.unique().tolist()) == set(range(256))
+    assert int(z.min()) < 8 and int(z.max()) > 247
+    assert (w["qweight"] < 0).any() and (w["qzeros"] < 0).any()  # sign-bit words occur
+    s = w["scales"].float()
+    assert (s > 0).any() and (s < 0).any()
+    # ~16x smaller than the int4 scales, so (q - z) * s (|q - z| <= 255) has the int4 magnitudes.
+    assert 1e-3 / 16 < s.abs().median().item() < 5e-2 / 16
+    deq = formats.dequantize(q, w["scales"], z, group_size=64, bits=8, dtype=torch.float16)
+    assert torch.isfinite(deq).all()
+    assert 0.02 < deq.abs().float().mean().item() < 1.0
+
+
+def test_random_gptq_int8_weight_reproducible():
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    a = formats.random_gptq_int8_weight(64, 32, 32, generator=g1)
+    b = formats.random_gptq_int8_weight(64, 32, 32, generator=g2)
+    for key in a:
+        assert torch.equal(a[key], b[key])
+    c = formats.random_gptq_int8_weight(64, 32, 32, device=torch.device("cpu"))
+    assert c["qweight"].shape == (16, 32)
+
+
+@pytest.mark.parametrize("v1", [False, True])
+def test_dequantize_gptq_int8_by_definition(v1, gen):
+    K, N, G = 64, 16, 16
+    q = rand_codes((K, N), gen, high=256)
+    z = rand_codes((K // G, N), gen, high=256)
+    s = (torch.randn(K // G, N, generator=gen) * 1e-3).half()
+    qweight, qzeros = formats.pack_gptq_qweight_int8(q), formats.pack_gptq_zeros_int8(z, v1=v1)
+    deq = formats.dequantize(
+        formats.unpack_gptq_qweight_int8(qweight), s,
+        formats.unpack_gptq_zeros_int8(qzeros, v1=v1), group_size=G, bits=8,
+    )  # fmt: skip
+    for k in (0, 17, 63):
+        for n in (0, 5, 15):
+            g = k // G
+            assert deq[k, n].item() == (int(q[k, n]) - int(z[g, n])) * s[g, n].double().item()
+
+
+def test_dequantize_int8_symmetric_zero_is_128():
+    q = torch.tensor([[0, 127, 128, 255]], dtype=torch.uint8)
+    s = torch.tensor([[0.5, 0.5, 0.5, -0.25]], dtype=torch.float16)
+    assert formats.dequantize(q, s, None, group_size=1, bits=8).tolist() == [[-64.0, -0.5, 0.0, -31.75]]
+
+
+BAD_CALLS_INT8 = [
+    ("pack_q8_rows", lambda: formats.pack_gptq_qweight_int8(torch.zeros(6, 4, dtype=torch.int32)),
+     r"pack_gptq_qweight_int8: values must have a first dimension divisible by 4, got 6"),
+    ("pack_q8_high", lambda: formats.pack_gptq_qweight_int8(torch.full((4, 1), 256)),
+     r"pack_gptq_qweight_int8: values must lie in 0\.\.255, got values in 256\.\.256"),
+    ("pack_q8_neg", lambda: formats.pack_gptq_qweight_int8(torch.full((4, 1), -1, dtype=torch.int8)),
+     r"pack_gptq_qweight_int8: values must lie in 0\.\.255"),
+    ("pack_q8_float", lambda: formats.pack_gptq_qweight_int8(torch.zeros(4, 1)),
+     r"pack_gptq_qweight_int8: values must have an integer dtype"),
+    ("pack_q8_1d", lambda: formats.pack_gptq_qweight_int8(torch.zeros(4, dtype=torch.int32)),
+     r"pack_gptq_qweight_int8: values must be 2-D"),
+    ("unpack_q8_dtype", lambda: formats.unpack_gptq_qweight_int8(torch.zeros(1, 4, dtype=torch.int64)),
+     r"unpack_gptq_qweight_int8: packed must have dtype torch.int32"),
+    ("unpack_q8_3d", lambda: formats.unpack_gptq_qweight_int8(torch.zeros(1, 1, 4, dtype=torch.int32)),
+     r"unpack_gptq_qweight_int8: packed must be 2-D"),
+    ("pack_z8_cols", lambda: formats.pack_gptq_zeros_int8(torch.zeros(1, 6, dtype=torch.int32), v1=True),
+     r"pack_gptq_zeros_int8: zeros must have a last dimension divisible by 4, got 6"),
+    ("pack_z8_high", lambda: formats.pack_gptq_zeros_int8(torch.full((1, 4), 300)),
+     r"pack_gptq_zeros_int8: zeros must lie in 0\.\.255, got values in 300\.\.300"),
+    ("unpack_z8_dtype", lambda: formats.unpack_gptq_zeros_int8(torch.zeros(1, 1), v1=True),
+     r"unpack_gptq_zeros_int8: packed must have dtype torch.int32"),
+    ("rand8_k", lambda: formats.random_gptq_int8_weight(6, 8, 2),
+     r"random_gptq_int8_weight: K must have a value divisible by 4, got 6"),
+    ("rand8_n", lambda: formats.random_gptq_int8_weight(64, 6, 32),
+     r"random_gptq_int8_weight: N must have a value divisible by 4, got 6"),
+    ("rand8_n_pos", lambda: formats.random_gptq_int8_weight(64, 0, 32),
+     r"random_gptq_int8_weight: N must be a positive int, got 0"),
+    ("rand8_group", lambda: formats.random_gptq_int8_weight(64, 8, 48),
+     r"random_gptq_int8_weight: group_size must divide K \(the first dimension\), got K=64, group_size=48"),
+    ("rand8_dtype", lambda: formats.random_gptq_int8_weight(64, 8, 32, dtype=torch.int8),
+     r"random_gptq_int8_weight: dtype must be a floating-point torch.dtype"),
+    ("deq8_q_range", lambda: formats.dequantize(torch.full((16, 8), 256, dtype=torch.int32), _s, None, 8, bits=8),
+     r"dequantize: q must lie in 0\.\.255, got values in 256\.\.256"),
+]
+
+
+@pytest.mark.parametrize("call,match", [c[1:] for c in BAD_CALLS_INT8], ids=[c[0] for c in BAD_CALLS_INT8])
+def test_value_errors_int8(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

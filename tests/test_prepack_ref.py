@@ -1,4 +1,5 @@
-"""CPU tests of the prepack reference (python/mixgemm/prepack_ref.py), the spec of "mixgemm int4 v1".
+"""CPU tests of the prepack reference (python/mixgemm/prepack_ref.py), the spec of "mixgemm int4 v1" and
+"mixgemm int8 v1".
 
 The layout is checked two independent ways: the vectorised pack/unpack pair must round-trip, and a few
 words are rebuilt here with plain Python loops straight from the rule (lane -> (t, c) -> (k, n) ->
@@ -10,14 +11,19 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mixgemm import formats
 from mixgemm.prepack_ref import (
     AWQ_ORDER,
     REG_ORDER,
     dequantize_packed_reference,
     fold_zero_points,
     pack_int4_kernel_layout,
+    pack_int8_kernel_layout,
     prepack_awq_reference,
+    prepack_gptq_int8_reference,
+    prepack_int8_reference,
     unpack_int4_kernel_layout,
+    unpack_int8_kernel_layout,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -317,5 +323,308 @@ _qz_ok = torch.zeros(1, 8, dtype=torch.int32)
     ],
 )
 def test_value_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# ============================================================================================
+# mixgemm int8 v1
+# ============================================================================================
+
+
+def word_from_rule_int8(q: torch.Tensor, nb: int, kb: int, lane: int, w: int) -> int:
+    """The unsigned 32-bit int8-layout word (nb, kb, lane, w) built literally from the layout rule."""
+    t, c = lane % 4, lane // 4
+    j, tile = w // 2, w % 2
+    n = 64 * nb + 16 * j + 8 * tile + c
+    k0 = 16 * kb + 2 * t
+    fragment = [q[k0, n], q[k0 + 1, n], q[k0 + 8, n], q[k0 + 9, n]]  # b0 b1 | b2 b3
+    word = 0
+    for i in range(4):
+        word |= int(fragment[i]) << (8 * i)
+    return word
+
+
+def random_int8(K: int, N: int, group_size: int, act_dtype: torch.dtype, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 256, (K, N), generator=gen, dtype=torch.uint8)
+    z = torch.randint(0, 256, (K // group_size, N), generator=gen, dtype=torch.uint8)
+    sign = torch.randint(0, 2, (K // group_size, N), generator=gen) * 2 - 1
+    s = (sign * (torch.rand(K // group_size, N, generator=gen) * 1e-3 + 1e-4)).to(act_dtype)
+    return q, z, s
+
+
+def rel_rounding(act_dtype: torch.dtype) -> float:
+    """Half an ulp, relative: the most one rounding to act_dtype can move a value."""
+    return 2.0**-11 if act_dtype == torch.float16 else 2.0**-8
+
+
+@pytest.mark.parametrize("K,N", [(16, 64), (32, 128), (48, 192), (128, 64), (256, 512)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_int8_round_trip(K, N, dtype):
+    gen = torch.Generator().manual_seed(K * 1000 + N + 1)
+    q = torch.randint(0, 256, (K, N), generator=gen).to(dtype)
+    packed = pack_int8_kernel_layout(q)
+    assert packed.dtype == torch.int32
+    assert packed.shape == (N // 64, K // 16, 32, 8)
+    assert packed.is_contiguous()
+    back = unpack_int8_kernel_layout(packed)
+    assert back.dtype == torch.uint8
+    assert torch.equal(back, q.to(torch.uint8))
+
+
+def test_int8_round_trip_from_words():
+    gen = torch.Generator().manual_seed(8)
+    packed = torch.randint(-(2**31), 2**31, (2, 3, 32, 8), generator=gen, dtype=torch.int64).to(torch.int32)
+    packed[0, 0, 0, :4] = torch.tensor([-(2**31), -1, 0, 2**31 - 1], dtype=torch.int32)
+    assert (packed < 0).any()
+    assert torch.equal(pack_int8_kernel_layout(unpack_int8_kernel_layout(packed)), packed)
+
+
+def test_int8_hand_derived_words():
+    K, N = 32, 128  # 2 x 2 blocks of 16 x 64
+    gen = torch.Generator().manual_seed(11)
+    q = torch.randint(0, 256, (K, N), generator=gen, dtype=torch.uint8)
+
+    # Word (nb, kb, lane, w) = (1, 1, 13, 5): t = 1, c = 3, j = 2, tile = 1 ->
+    # n = 64 + 32 + 8 + 3 = 107, k0 = 16 + 2 = 18: rows 18, 19, 26, 27 of column 107.
+    q[18, 107], q[19, 107], q[26, 107], q[27, 107] = 0x12, 0x34, 0x56, 0xF0
+    # Its tile-0 neighbour (1, 1, 13, 4) is column 99, same rows; byte 3 < 128 -> positive.
+    q[18, 99], q[19, 99], q[26, 99], q[27, 99] = 0x01, 0x02, 0x03, 0x7F
+    # Word (0, 0, 0, 0): t = c = j = tile = 0 -> column 0, rows 0, 1, 8, 9.
+    q[0, 0], q[1, 0], q[8, 0], q[9, 0] = 250, 251, 252, 253
+
+    packed = pack_int8_kernel_layout(q)
+    assert int(packed[1, 1, 13, 5]) == 0xF0563412 - 2**32  # byte 3 = 0xF0 >= 128: negative int32
+    assert int(packed[1, 1, 13, 4]) == 0x7F030201
+    assert as_unsigned(int(packed[0, 0, 0, 0])) == 0xFDFCFBFA
+
+    # Every word against the literal rule.
+    for nb in range(N // 64):
+        for kb in range(K // 16):
+            for lane in range(32):
+                for w in range(8):
+                    got = as_unsigned(int(packed[nb, kb, lane, w]))
+                    assert got == word_from_rule_int8(q, nb, kb, lane, w), (nb, kb, lane, w)
+
+
+def test_int8_one_hot_positions():
+    # K = 16, N = 64 (one block): a single nonzero code must land in exactly one byte of one word, and
+    # inverting the rule by hand from that position (lane = 4c + t, w = 2j + tile, byte = 2h + b) must
+    # give back its (k, n).
+    for k, n in [(0, 0), (1, 0), (8, 0), (9, 0), (2, 5), (15, 63), (7, 40), (14, 17), (6, 24)]:
+        q = torch.zeros(16, 64, dtype=torch.uint8)
+        q[k, n] = 0xAB
+        flat = pack_int8_kernel_layout(q).view(-1)  # [1, 1, 32, 8] flattened: index = 8 * lane + w
+        nonzero = torch.nonzero(flat).view(-1).tolist()
+        assert len(nonzero) == 1, (k, n)
+        lane, w = divmod(nonzero[0], 8)
+        word = as_unsigned(int(flat[nonzero[0]]))
+        byte = next(i for i in range(4) if (word >> (8 * i)) & 0xFF)
+        assert word == 0xAB << (8 * byte)
+        t, c, j, tile, h, b = lane % 4, lane // 4, w // 2, w % 2, byte // 2, byte % 2
+        assert n == 16 * j + 8 * tile + c, (k, n)
+        assert k == 8 * h + 2 * t + b, (k, n)
+
+
+def test_int8_words_are_the_int4_fragment_halves():
+    # For codes 0..15, int8 word (nb, kb, lane, 2j + tile) holds fragment elements e[4 tile .. 4 tile + 3]
+    # of int4 word (nb, kb, lane, j), in natural byte order.
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randint(0, 16, (64, 128), generator=gen, dtype=torch.uint8)
+    p4 = pack_int4_kernel_layout(q)
+    p8 = pack_int8_kernel_layout(q)
+    u4 = p4.to(torch.int64) & 0xFFFFFFFF
+    u8 = p8.to(torch.int64) & 0xFFFFFFFF
+    nibble_of_element = [REG_ORDER.index(m) for m in range(8)]
+    for tile in range(2):
+        for byte in range(4):
+            element = 4 * tile + byte
+            from_int4 = (u4 >> (4 * nibble_of_element[element])) & 0xF  # [nb, kb, lane, j]
+            from_int8 = (u8[..., tile::2] >> (8 * byte)) & 0xFF  # [nb, kb, lane, j]
+            assert torch.equal(from_int4, from_int8)
+
+
+def test_int8_block_is_contiguous_1024_bytes():
+    q = torch.randint(0, 256, (64, 128), dtype=torch.uint8)
+    packed = pack_int8_kernel_layout(q)
+    assert packed.stride() == (4 * 32 * 8, 32 * 8, 8, 1)
+    assert packed[0, 0].numel() * packed.element_size() == 1024
+    assert packed[0, 0, 0].numel() * packed.element_size() == 32  # two 16-byte loads per lane
+
+
+# --------------------------------------------------------------------------------------------
+# int8 scales, offsets and entry points
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_fold_zero_points_int8_symmetric_is_minus_128_s(act_dtype):
+    s = torch.tensor([[0.5, 1.0, 0.01, -2.0], [3.0, 1e-3, 7.25, 0.0]], dtype=act_dtype)
+    off = fold_zero_points(s, None, act_dtype, bits=8)
+    assert off.dtype == act_dtype
+    # 128 is a power of two: the offset is exactly -128 s, no rounding.
+    assert torch.equal(off.double(), -128.0 * s.double())
+    # The int4 default is unchanged: z = 8.
+    assert torch.equal(fold_zero_points(s, None, act_dtype).double(), -8.0 * s.double())
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_fold_zero_points_int8_rounds_once(act_dtype):
+    gen = torch.Generator().manual_seed(4)
+    s = (torch.rand(8, 64, generator=gen) - 0.5).to(act_dtype)
+    z = torch.randint(0, 256, (8, 64), generator=gen, dtype=torch.uint8)
+    z[0, :4] = torch.tensor([0, 128, 255, 1], dtype=torch.uint8)
+    off = fold_zero_points(s, z, act_dtype, bits=8)
+    expected = (-(z.double() * s.double())).to(act_dtype)
+    assert torch.equal(off.view(torch.int16), expected.view(torch.int16))
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("K,N,G", [(128, 64, 32), (256, 128, 128), (64, 192, 64), (48, 64, 16)])
+def test_prepack_int8_reference(K, N, G, act_dtype):
+    q, z, s = random_int8(K, N, G, act_dtype, seed=K + N + G)
+    packed, scales, offsets = prepack_int8_reference(q, s, z, G)
+
+    assert packed.shape == (N // 64, K // 16, 32, 8)
+    assert torch.equal(unpack_int8_kernel_layout(packed), q)  # values stored unchanged
+    assert scales.dtype == act_dtype and torch.equal(scales, s)
+    assert offsets.dtype == act_dtype and offsets.shape == (K // G, N)
+    assert torch.equal(offsets, fold_zero_points(s, z, act_dtype, bits=8))
+
+    # q*s + offset against (q - z) * s: they differ only by the single rounding of -z*s.
+    got = dequantize_packed_reference(packed, scales, offsets, G)
+    zz = z.double().repeat_interleave(G, 0)
+    ss = s.double().repeat_interleave(G, 0)
+    want = (q.double() - zz) * ss
+    assert got.dtype == torch.float64 and got.shape == (K, N)
+    assert torch.all((got - want).abs() <= (zz * ss).abs() * rel_rounding(act_dtype))
+    assert torch.equal(got, q.double() * ss + offsets.double().repeat_interleave(G, 0))
+
+
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_prepack_int8_reference_symmetric(act_dtype):
+    K, N, G = 64, 128, 32
+    q, _, s = random_int8(K, N, G, act_dtype, seed=2)
+    packed, _, offsets = prepack_int8_reference(q, s, None, G)
+    assert torch.equal(offsets.double(), -128.0 * s.double())
+    w = dequantize_packed_reference(packed, s, offsets, G)
+    # 128*s is exact, and q*s - 128*s = (q - 128)*s has at most 8 + 11 significant bits: exact in float64.
+    assert torch.equal(w, (q.double() - 128) * s.double().repeat_interleave(G, 0))
+    assert torch.equal(w, formats.dequantize(q, s, None, group_size=G, bits=8))
+
+
+def test_prepack_int8_sign_bit_bytes():
+    # Every code and zero 255: all packed words are -1, offsets -255 s.
+    K, N, G = 16, 64, 16
+    q = torch.full((K, N), 255, dtype=torch.uint8)
+    z = torch.full((1, N), 255, dtype=torch.uint8)
+    s = torch.full((1, N), 0.5, dtype=torch.float16)
+    packed, _, offsets = prepack_int8_reference(q, s, z, G)
+    assert torch.all(packed == -1)
+    assert torch.all(offsets == -127.5)
+    assert torch.all(dequantize_packed_reference(packed, s, offsets, G) == 0)
+
+
+@pytest.mark.parametrize("v1", [False, True])
+@pytest.mark.parametrize("act_dtype", [torch.float16, torch.bfloat16])
+def test_prepack_gptq_int8_reference(v1, act_dtype):
+    K, N, G = 128, 128, 64
+    q, z, s = random_int8(K, N, G, act_dtype, seed=31)
+    qweight = formats.pack_gptq_qweight_int8(q)
+    qzeros = formats.pack_gptq_zeros_int8(z, v1=v1)
+
+    packed, scales, offsets = prepack_gptq_int8_reference(qweight, s, qzeros, G, v1=v1)
+    ref = prepack_int8_reference(q, s, z, G)
+    assert torch.equal(packed, ref[0]) and torch.equal(scales, ref[1]) and torch.equal(offsets, ref[2])
+
+    got = dequantize_packed_reference(packed, scales, offsets, G)
+    want = formats.dequantize(q, s, z, group_size=G, bits=8)
+    zs = (z.double() * s.double()).abs().repeat_interleave(G, 0)
+    assert torch.all((got - want).abs() <= zs * rel_rounding(act_dtype))
+
+
+def test_prepack_gptq_int8_reference_symmetric_random_weight():
+    K, N, G = 256, 128, 128
+    w = formats.random_gptq_int8_weight(K, N, G, generator=torch.Generator().manual_seed(3), symmetric=True)
+    packed, scales, offsets = prepack_gptq_int8_reference(w["qweight"], w["scales"], None, G)
+    q = formats.unpack_gptq_qweight_int8(w["qweight"])
+    assert torch.equal(unpack_int8_kernel_layout(packed), q)
+    assert torch.equal(offsets.double(), -128.0 * w["scales"].double())
+    got = dequantize_packed_reference(packed, scales, offsets, G)
+    assert torch.equal(got, formats.dequantize(q, w["scales"], None, group_size=G, bits=8))
+
+
+def test_dequantize_packed_reference_int8_other_dtype():
+    K, N, G = 32, 64, 16
+    q, z, s = random_int8(K, N, G, torch.bfloat16, seed=9)
+    packed, scales, offsets = prepack_int8_reference(q, s, z, G)
+    w32 = dequantize_packed_reference(packed, scales, offsets, G, dtype=torch.float32)
+    assert w32.dtype == torch.float32
+    w64 = dequantize_packed_reference(packed, scales, offsets, G)
+    assert torch.allclose(w32.double(), w64, rtol=1e-6, atol=1e-7)
+
+
+# --------------------------------------------------------------------------------------------
+# int8 ValueErrors
+# --------------------------------------------------------------------------------------------
+
+_q8_ok = torch.zeros(16, 64, dtype=torch.uint8)
+_packed8_ok = torch.zeros(1, 1, 32, 8, dtype=torch.int32)
+_qw8_ok = torch.zeros(4, 64, dtype=torch.int32)  # K = 16, N = 64
+_qz8_ok = torch.zeros(1, 16, dtype=torch.int32)
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        # pack_int8_kernel_layout
+        (lambda: pack_int8_kernel_layout([[0]]), "pack_int8_kernel_layout: q must be a torch.Tensor"),
+        (lambda: pack_int8_kernel_layout(torch.zeros(16 * 64, dtype=torch.uint8)), "q must be 2-D"),
+        (lambda: pack_int8_kernel_layout(torch.zeros(16, 64)), "q must be an integer tensor"),
+        (lambda: pack_int8_kernel_layout(torch.zeros(24, 64, dtype=torch.uint8)), r"q must have K \(dim 0\) a positive multiple of 16"),
+        (lambda: pack_int8_kernel_layout(torch.zeros(16, 96, dtype=torch.uint8)), r"q must have N \(dim 1\) a positive multiple of 64"),
+        (lambda: pack_int8_kernel_layout(torch.full((16, 64), 256, dtype=torch.int32)), r"q values must be in 0\.\.255 \(got min 256, max 256\)"),
+        (lambda: pack_int8_kernel_layout(torch.full((16, 64), -1, dtype=torch.int8)), r"q values must be in 0\.\.255"),
+        # unpack_int8_kernel_layout
+        (lambda: unpack_int8_kernel_layout(_packed8_ok.long()), "unpack_int8_kernel_layout: packed must be int32"),
+        (lambda: unpack_int8_kernel_layout(torch.zeros(1, 32, 8, dtype=torch.int32)), "packed must be 4-D"),
+        (lambda: unpack_int8_kernel_layout(torch.zeros(1, 1, 32, 4, dtype=torch.int32)), r"\[N/64, K/16, 32, 8\]"),
+        (lambda: unpack_int8_kernel_layout(torch.zeros(1, 1, 16, 8, dtype=torch.int32)), r"\[N/64, K/16, 32, 8\]"),
+        (lambda: unpack_int8_kernel_layout(torch.zeros(1, 0, 32, 8, dtype=torch.int32)), r"\[N/64, K/16, 32, 8\]"),
+        # fold_zero_points with bits
+        (lambda: fold_zero_points(_s_ok, None, torch.float16, bits=6), r"fold_zero_points: bits must be 4 or 8 \(got 6\)"),
+        (lambda: fold_zero_points(_s_ok, None, torch.float16, bits=True), r"bits must be 4 or 8"),
+        (lambda: fold_zero_points(_s_ok, torch.full((1, 64), 256, dtype=torch.int32), torch.float16, bits=8), r"zeros values must be in 0\.\.255"),
+        (lambda: fold_zero_points(_s_ok, torch.full((1, 64), 200, dtype=torch.uint8), torch.float16), r"zeros values must be in 0\.\.15"),
+        # prepack_int8_reference
+        (lambda: prepack_int8_reference(_q8_ok.float(), _s_ok, None, 16), "prepack_int8_reference: q must be an integer tensor"),
+        (lambda: prepack_int8_reference(_q8_ok, _s_ok.float(), None, 16), "scales must be torch.float16 or torch.bfloat16"),
+        (lambda: prepack_int8_reference(_q8_ok[:8], _s_ok, None, 8), "positive multiple of 16"),
+        (lambda: prepack_int8_reference(_q8_ok[:, :32], _s_ok[:, :32], None, 16), "positive multiple of 64"),
+        (lambda: prepack_int8_reference(_q8_ok, _s_ok, None, 0), "group_size must be a positive int"),
+        (lambda: prepack_int8_reference(_q8_ok, _s_ok, None, 12), "group_size must divide K"),
+        (lambda: prepack_int8_reference(_q8_ok, torch.ones(2, 64, dtype=torch.float16), None, 16), r"scales must have shape \[K/group_size, N\]"),
+        (lambda: prepack_int8_reference(_q8_ok, _s_ok, torch.zeros(1, 64), 16), "zeros must be an integer tensor"),
+        (lambda: prepack_int8_reference(_q8_ok, _s_ok, torch.zeros(2, 64, dtype=torch.uint8), 16), r"zeros must have shape \[K/group_size, N\]"),
+        (lambda: prepack_int8_reference(_q8_ok, _s_ok, torch.full((1, 64), 300, dtype=torch.int32), 16), r"zeros values must be in 0\.\.255"),
+        (lambda: prepack_int8_reference(torch.full((16, 64), 256, dtype=torch.int32), _s_ok, None, 16), r"q values must be in 0\.\.255"),
+        # prepack_gptq_int8_reference
+        (lambda: prepack_gptq_int8_reference(_qw8_ok.long(), _s_ok, _qz8_ok, 16), "prepack_gptq_int8_reference: qweight must be int32"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok, _s_ok.float(), _qz8_ok, 16), "scales must be torch.float16"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok[:2], _s_ok, _qz8_ok, 8), r"qweight must have K = 4 \* dim 0 a positive multiple of 16 \(got K=8\)"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok[:, :32], _s_ok[:, :32], _qz8_ok[:, :8], 16), r"qweight must have N \(dim 1\) a positive multiple of 64"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok, _s_ok, _qz8_ok, 5), "group_size must divide K"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok, torch.ones(1, 128, dtype=torch.float16), _qz8_ok, 16), "scales must have shape"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok, _s_ok, _qz8_ok.long(), 16), "qzeros must be int32"),
+        (lambda: prepack_gptq_int8_reference(_qw8_ok, _s_ok, torch.zeros(1, 8, dtype=torch.int32), 16), r"qzeros must have shape \[K/group_size, N/4\] = \(1, 16\)"),
+        # dequantize_packed_reference dispatch
+        (lambda: dequantize_packed_reference(_packed8_ok.long(), _s_ok, _s_ok, 16), "dequantize_packed_reference: packed must be int32"),
+        (lambda: dequantize_packed_reference(torch.zeros(1, 1, 32, 6, dtype=torch.int32), _s_ok, _s_ok, 16), r"packed must have shape \[N/64, K/16, 32, 4\] \(int4\) or \[N/64, K/16, 32, 8\] \(int8\)"),
+        (lambda: dequantize_packed_reference(_packed8_ok, torch.ones(2, 64, dtype=torch.float16), _s_ok, 16), "scales must have shape"),
+        (lambda: dequantize_packed_reference(_packed8_ok, _s_ok, _s_ok, 3), "group_size must divide K"),
+    ],
+)
+def test_value_errors_int8(call, match):
     with pytest.raises(ValueError, match=match):
         call()

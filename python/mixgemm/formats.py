@@ -1,4 +1,4 @@
-"""Reference (pure PyTorch) implementations of the int4 weight formats.
+"""Reference (pure PyTorch) implementations of the int4 and int8 weight formats.
 
 Everything in this module is the *ground truth* the CUDA kernels and the CPU
 fallbacks are tested against, so it favours obviousness over speed.  All
@@ -41,6 +41,16 @@ explicitly, and the unpackers mask back to 32 unsigned bits first.
   ``i`` of word ``c`` is column ``8c + i``.  Classic ("v1") GPTQ checkpoints
   store ``z - 1`` instead of ``z``; with ``v1=True`` we store ``(z - 1) mod 16``
   and add the 1 back (mod 16) when unpacking, so every zero 0..15 round-trips.
+
+Packed int8 (GPTQ 8-bit) layouts
+--------------------------------
+Four 8-bit codes per ``int32``; "byte i" means bits ``8i .. 8i+7``.  A code
+>= 128 in byte 3 sets the sign bit, handled exactly as for int4.
+
+* **GPTQ qweight** (``[K/4, N]``): byte ``i`` of row ``r`` is K-row ``4r + i``.
+* **GPTQ qzeros** (``[K/G, N/4]``): byte ``i`` of word ``c`` is column
+  ``4c + i``; ``v1=True`` stores ``(z - 1) mod 256``.
+* Symmetric int8 codes are stored biased by 128 (``zeros=None`` means z = 128).
 """
 
 from __future__ import annotations
@@ -56,10 +66,15 @@ __all__ = [
     "unpack_gptq_qweight",
     "pack_gptq_zeros",
     "unpack_gptq_zeros",
+    "pack_gptq_qweight_int8",
+    "unpack_gptq_qweight_int8",
+    "pack_gptq_zeros_int8",
+    "unpack_gptq_zeros_int8",
     "quantize_asym",
     "quantize_sym",
     "dequantize",
     "random_awq_weight",
+    "random_gptq_int8_weight",
     "awq_to_gptq",
     "gptq_to_awq",
 ]
@@ -72,6 +87,10 @@ PACK = 8  # int4 codes per int32 word
 NIBBLE_BITS = 4
 NIBBLE_MASK = (1 << NIBBLE_BITS) - 1  # 0xF
 _MAX_NIBBLE = NIBBLE_MASK  # largest storable code, 15
+PACK_INT8 = 4  # int8 codes per int32 word
+BYTE_BITS = 8
+_MAX_BYTE = (1 << BYTE_BITS) - 1  # largest storable int8 code, 255
+_WORD_BITS = 32
 _U32_MASK = (1 << 32) - 1
 _INT32_SPAN = 1 << 32  # subtract this from an unsigned word >= 2**31 to wrap it
 _INT32_SIGN = 1 << 31
@@ -143,51 +162,74 @@ def _check_bits(fn: str, bits) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Core nibble packing (shared by every layout)
+# Core word packing (shared by every layout)
 # ---------------------------------------------------------------------------
+#
+# A 32-bit word holds 32 // bits codes ("fields"): 8 nibbles for int4, 4 bytes
+# for int8.  Field i occupies bits ``bits*i .. bits*i + bits - 1``.
 
-# Shift amounts of nibbles 0..7 within a word, built per device on demand.
-def _nibble_shifts(device) -> torch.Tensor:
-    return torch.arange(PACK, dtype=torch.int64, device=device) * NIBBLE_BITS
+
+def _field_shifts(bits: int, device) -> torch.Tensor:
+    """Shift amounts of fields 0 .. 32/bits - 1 within a word, built per device on demand."""
+    return torch.arange(_WORD_BITS // bits, dtype=torch.int64, device=device) * bits
 
 
-def _pack_nibbles(nibbles: torch.Tensor) -> torch.Tensor:
-    """Pack ``[..., 8]`` codes (nibble i = ``nibbles[..., i]``) into int32 ``[...]``.
+def _pack_fields(fields: torch.Tensor, bits: int) -> torch.Tensor:
+    """Pack ``[..., 32/bits]`` codes (field i = ``fields[..., i]``) into int32 ``[...]``.
 
-    Done in int64 so that nibble 7 >= 8 just gives a value >= 2**31 (no signed
-    overflow); the sum of the disjoint shifted nibbles equals their bitwise OR.
-    The unsigned 32-bit word is then mapped to the int32 with the same bits.
+    Done in int64 so that a top field with its high bit set just gives a value
+    >= 2**31 (no signed overflow); the sum of the disjoint shifted fields equals
+    their bitwise OR.  The unsigned 32-bit word is then mapped to the int32 with
+    the same bits.
     """
-    words = (nibbles.to(torch.int64) << _nibble_shifts(nibbles.device)).sum(dim=-1)
+    words = (fields.to(torch.int64) << _field_shifts(bits, fields.device)).sum(dim=-1)
     words = torch.where(words >= _INT32_SIGN, words - _INT32_SPAN, words)
     return words.to(torch.int32)
 
 
-def _unpack_nibbles(words: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`_pack_nibbles`: int32 ``[...]`` -> uint8 ``[..., 8]``."""
+def _unpack_fields(words: torch.Tensor, bits: int) -> torch.Tensor:
+    """Inverse of :func:`_pack_fields`: int32 ``[...]`` -> uint8 ``[..., 32/bits]``."""
     # Reinterpret as unsigned 32 bits (a negative int32 has bit 31 set).
     unsigned = words.to(torch.int64) & _U32_MASK
-    nibbles = (unsigned.unsqueeze(-1) >> _nibble_shifts(words.device)) & NIBBLE_MASK
-    return nibbles.to(torch.uint8)
+    fields = (unsigned.unsqueeze(-1) >> _field_shifts(bits, words.device)) & ((1 << bits) - 1)
+    return fields.to(torch.uint8)
 
 
-def _pack_along_last(fn: str, name: str, values: torch.Tensor, column_of_nibble) -> torch.Tensor:
-    """Pack ``[R, C]`` along C: nibble i of word c holds column 8c + column_of_nibble[i]."""
-    _check_codes(fn, name, values)
+def _pack_nibbles(nibbles: torch.Tensor) -> torch.Tensor:
+    """Pack ``[..., 8]`` int4 codes (nibble i = ``nibbles[..., i]``) into int32 ``[...]``."""
+    return _pack_fields(nibbles, NIBBLE_BITS)
+
+
+def _unpack_nibbles(words: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`_pack_nibbles`: int32 ``[...]`` -> uint8 ``[..., 8]``."""
+    return _unpack_fields(words, NIBBLE_BITS)
+
+
+def _pack_along_last(
+    fn: str, name: str, values: torch.Tensor, column_of_field, bits: int = NIBBLE_BITS
+) -> torch.Tensor:
+    """Pack ``[R, C]`` along C: field i of word c holds column ``P*c + column_of_field[i]``.
+
+    ``P = 32 // bits`` codes per word (8 for int4, 4 for int8).
+    """
+    per_word = _WORD_BITS // bits
+    _check_codes(fn, name, values, (1 << bits) - 1)
     R, C = values.shape
-    _check_divisible(fn, name, "a last dimension", C, PACK)
-    packs = values.reshape(R, C // PACK, PACK)
-    order = torch.tensor(column_of_nibble, dtype=torch.long, device=values.device)
-    return _pack_nibbles(packs.index_select(-1, order))
+    _check_divisible(fn, name, "a last dimension", C, per_word)
+    packs = values.reshape(R, C // per_word, per_word)
+    order = torch.tensor(column_of_field, dtype=torch.long, device=values.device)
+    return _pack_fields(packs.index_select(-1, order), bits)
 
 
-def _unpack_along_last(fn: str, name: str, packed: torch.Tensor, nibble_of_column) -> torch.Tensor:
-    """Inverse of :func:`_pack_along_last`: column j of a pack comes from nibble_of_column[j]."""
+def _unpack_along_last(
+    fn: str, name: str, packed: torch.Tensor, field_of_column, bits: int = NIBBLE_BITS
+) -> torch.Tensor:
+    """Inverse of :func:`_pack_along_last`: column j of a pack comes from field_of_column[j]."""
     _check_packed(fn, name, packed)
     R, W = packed.shape
-    nibbles = _unpack_nibbles(packed)  # [R, W, 8], indexed by nibble
-    order = torch.tensor(nibble_of_column, dtype=torch.long, device=packed.device)
-    return nibbles.index_select(-1, order).reshape(R, W * PACK)
+    fields = _unpack_fields(packed, bits)  # [R, W, P], indexed by field
+    order = torch.tensor(field_of_column, dtype=torch.long, device=packed.device)
+    return fields.index_select(-1, order).reshape(R, W * (_WORD_BITS // bits))
 
 
 _NATURAL = tuple(range(PACK))
@@ -254,6 +296,58 @@ def unpack_gptq_zeros(packed: torch.Tensor, v1: bool = False) -> torch.Tensor:
     stored = _unpack_along_last("unpack_gptq_zeros", "packed", packed, _NATURAL)
     if v1:
         stored = (stored + 1) % (_MAX_NIBBLE + 1)  # uint8 arithmetic: 15 + 1 = 16 -> 0
+    return stored
+
+
+# ---------------------------------------------------------------------------
+# GPTQ 8-bit
+# ---------------------------------------------------------------------------
+
+_NATURAL_INT8 = tuple(range(PACK_INT8))
+
+
+def pack_gptq_qweight_int8(values: torch.Tensor) -> torch.Tensor:
+    """Pack int8 codes ``[K, N]`` (0..255) into GPTQ int32 ``[K/4, N]``.
+
+    Byte i (bits ``8i .. 8i+7``) of row r is K-row ``4r + i``.
+    """
+    fn = "pack_gptq_qweight_int8"
+    _check_codes(fn, "values", values, _MAX_BYTE)
+    K, N = values.shape
+    _check_divisible(fn, "values", "a first dimension", K, PACK_INT8)
+    # [K, N] -> [K/4, 4, N] -> [K/4, N, 4]: the last axis walks the 4 K-rows of a word.
+    bytes_ = values.reshape(K // PACK_INT8, PACK_INT8, N).transpose(1, 2)
+    return _pack_fields(bytes_, BYTE_BITS)
+
+
+def unpack_gptq_qweight_int8(packed: torch.Tensor) -> torch.Tensor:
+    """Unpack GPTQ 8-bit int32 ``[K/4, N]`` into uint8 codes ``[K, N]``."""
+    _check_packed("unpack_gptq_qweight_int8", "packed", packed)
+    K4, N = packed.shape
+    bytes_ = _unpack_fields(packed, BYTE_BITS)  # [K/4, N, 4]
+    return bytes_.transpose(1, 2).reshape(K4 * PACK_INT8, N)
+
+
+def pack_gptq_zeros_int8(zeros: torch.Tensor, v1: bool = False) -> torch.Tensor:
+    """Pack 8-bit zero points ``[K/G, N]`` into GPTQ int32 ``[K/G, N/4]`` (byte i = column 4c+i).
+
+    With ``v1=True`` the stored code is ``(z - 1) mod 256`` (classic GPTQ checkpoints).
+    """
+    fn = "pack_gptq_zeros_int8"
+    _check_codes(fn, "zeros", zeros, _MAX_BYTE)
+    if v1:
+        zeros = (zeros.to(torch.int64) - 1) % (_MAX_BYTE + 1)
+    return _pack_along_last(fn, "zeros", zeros, _NATURAL_INT8, bits=BYTE_BITS)
+
+
+def unpack_gptq_zeros_int8(packed: torch.Tensor, v1: bool = False) -> torch.Tensor:
+    """Unpack GPTQ 8-bit int32 ``[K/G, N/4]`` into uint8 zero points ``[K/G, N]``."""
+    stored = _unpack_along_last(
+        "unpack_gptq_zeros_int8", "packed", packed, _NATURAL_INT8, bits=BYTE_BITS
+    )
+    if v1:
+        # int64 so that 255 + 1 = 256 -> 0 is an explicit modulo, not a uint8 overflow.
+        stored = ((stored.to(torch.int64) + 1) % (_MAX_BYTE + 1)).to(torch.uint8)
     return stored
 
 
@@ -516,4 +610,56 @@ def random_awq_weight(
         qweight=pack_awq(q).to(device),
         scales=scales.to(device),
         qzeros=pack_awq(z).to(device),
+    )
+
+
+def random_gptq_int8_weight(
+    K: int,
+    N: int,
+    group_size: int,
+    dtype: torch.dtype = torch.float16,
+    device="cpu",
+    generator: torch.Generator | None = None,
+    symmetric: bool = False,
+) -> dict:
+    """Random GPTQ 8-bit weight: ``dict(qweight [K/4, N] int32, scales [K/G, N] dtype, qzeros)``.
+
+    ``qzeros`` is int32 ``[K/G, N/4]`` (GPTQ 8-bit packing, stored as ``z``,
+    not the v1 ``z - 1``), or ``None`` when ``symmetric`` (implicit z = 128).
+    Codes and zeros are uniform over 0..255, so bytes with the top bit set (and
+    negative words) show up.  Scales are ``sign * (0.002 + 0.01 * |normal|) / 16``:
+    the int4 recipe of :func:`random_awq_weight` made 16x smaller, because an
+    int8 ``q - z`` spans 16x more steps, so dequantised weights keep the same
+    ~0.1..1 magnitude (far inside fp16 range; the smallest scale, 1.25e-4, is
+    still a normal fp16/bf16 number).
+
+    Random numbers are drawn on the generator's device and moved to ``device``.
+    """
+    fn = "random_gptq_int8_weight"
+    for name, v in (("K", K), ("N", N)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{fn}: {name} must be a positive int, got {v!r}")
+    _check_divisible(fn, "K", "a value", K, PACK_INT8)
+    _check_divisible(fn, "N", "a value", N, PACK_INT8)
+    _check_group_size(fn, group_size, K)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"{fn}: dtype must be a floating-point torch.dtype, got {dtype!r}")
+
+    gen_device = generator.device if generator is not None else torch.device(device)
+    G = K // group_size
+    kw = dict(generator=generator, device=gen_device)
+
+    q = torch.randint(0, _MAX_BYTE + 1, (K, N), dtype=torch.int64, **kw)
+    magnitude = (0.002 + 0.01 * torch.randn((G, N), dtype=torch.float32, **kw).abs()) / 16
+    sign = torch.randint(0, 2, (G, N), dtype=torch.int64, **kw) * 2 - 1
+    scales = (sign * magnitude).to(dtype)
+    qzeros = None
+    if not symmetric:
+        z = torch.randint(0, _MAX_BYTE + 1, (G, N), dtype=torch.int64, **kw)
+        qzeros = pack_gptq_zeros_int8(z).to(device)
+
+    return dict(
+        qweight=pack_gptq_qweight_int8(q).to(device),
+        scales=scales.to(device),
+        qzeros=qzeros,
     )

@@ -1,4 +1,4 @@
-"""Pure-PyTorch reference for the weight prepack step ("mixgemm int4 v1" kernel layout).
+"""Pure-PyTorch reference for the weight prepack step ("mixgemm int4 v1" and "mixgemm int8 v1" layouts).
 
 This module is the executable specification of the layout our GEMM kernel reads. The CUDA prepack
 kernels (cpp/include/mixgemm/prepack/) must reproduce these functions bit for bit, and the CPU tests
@@ -23,8 +23,22 @@ Layout, for a logical int4 matrix q [K, N] with values 0..15:
 Why [N/64][K/16] with K inside: a threadblock owning a strip of 64-column blocks streams its B as one
 contiguous run along K, and a warp's 16 x 64 block is 512 contiguous bytes, one 16-byte load per lane.
 
+Layout "mixgemm int8 v1", for a logical int8 matrix q [K, N] with values 0..255:
+
+* `packed` is int32 [N/64, K/16, 32, 8], contiguous; N % 64 == 0 and K % 16 == 0.
+* Word (nb, kb, lane, w) holds the m16n8k16 B fragment of ONE n8 tile. With t = lane % 4,
+  c = lane // 4, j = w // 2 (16-column sub-block 0..3) and tile = w % 2:
+      n = 64*nb + 16*j + 8*tile + c,   k0 = 16*kb + 2*t
+      byte i (bits 8i..8i+7) = [q(k0,n), q(k0+1,n), q(k0+8,n), q(k0+9,n)][i]   (b0 b1 | b2 b3)
+  so the low half-word becomes the fragment's first register (b0b1) and the high half-word its second
+  (b2b3). These are the int4 layout's fragment elements e[4*tile .. 4*tile+3] of word (nb, kb, lane, j),
+  in natural order (no interleave).
+* Values are stored unsigned 0..255 (symmetric int8 is stored as q_signed + 128).
+* A warp's 16 x 64 block is 1024 contiguous bytes: two 16-byte loads per lane.
+
 Scales and zero points travel beside `packed` as `scales` and `offsets` [K/G, N] in the activation
-dtype, with offsets = -z * s folded at prepack time so the kernel computes W = q * s + offset.
+dtype, with offsets = -z * s folded at prepack time so the kernel computes W = q * s + offset. The
+two layouts are told apart by the last dimension of `packed` (4 words per lane: int4, 8: int8).
 """
 
 from __future__ import annotations
@@ -38,10 +52,16 @@ __all__ = [
     "AWQ_ORDER",
     "BLOCK_N",
     "BLOCK_K",
+    "INT4_WORDS_PER_LANE",
+    "INT8_WORDS_PER_LANE",
     "pack_int4_kernel_layout",
     "unpack_int4_kernel_layout",
+    "pack_int8_kernel_layout",
+    "unpack_int8_kernel_layout",
     "fold_zero_points",
     "prepack_awq_reference",
+    "prepack_int8_reference",
+    "prepack_gptq_int8_reference",
     "dequantize_packed_reference",
 ]
 
@@ -55,8 +75,14 @@ AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 BLOCK_N = 64
 BLOCK_K = 16
 
-# Symmetric int4 weights are stored biased by 8, so their implicit zero point is 8.
+# Last dimension of `packed`: 32-bit words per lane per 16 x 64 block.
+INT4_WORDS_PER_LANE = 4
+INT8_WORDS_PER_LANE = 8
+
+# Symmetric weights are stored biased by 2**(bits - 1), so their implicit zero point is 8 for int4
+# and 128 for int8.
 SYMMETRIC_ZERO = 8
+SYMMETRIC_ZERO_INT8 = 128
 
 _ACT_DTYPES = (torch.float16, torch.bfloat16)
 _INT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -75,29 +101,39 @@ _NIBBLE_OF_ELEMENT = _inverse(REG_ORDER)
 # Logical column j of an AWQ pack sits in nibble _AWQ_NIBBLE_OF_COLUMN[j].
 _AWQ_NIBBLE_OF_COLUMN = _inverse(AWQ_ORDER)
 
-_NIBBLE_SHIFTS = tuple(4 * i for i in range(8))
-
 
 # --------------------------------------------------------------------------------------------
-# 32-bit word <-> 8 nibbles. torch has no uint32, so the bit math is done in int64 where every
-# 32-bit pattern is a non-negative number, and wrapped to int32 (two's complement) at the end:
-# a word whose nibble 7 is >= 8 is a negative int32.
+# 32-bit word <-> 32/bits fields (8 nibbles or 4 bytes). torch has no uint32, so the bit math is
+# done in int64 where every 32-bit pattern is a non-negative number, and wrapped to int32 (two's
+# complement) at the end: a word whose top field has its high bit set is a negative int32.
 # --------------------------------------------------------------------------------------------
+
+
+def _field_shifts(bits: int, device) -> torch.Tensor:
+    return torch.arange(0, 32, bits, dtype=torch.int64, device=device)
+
+
+def _words_to_fields(words: torch.Tensor, bits: int) -> torch.Tensor:
+    """int32 [...] -> int64 [..., 32/bits], entry i = bits (bits*i) .. (bits*i + bits - 1) of the word."""
+    unsigned = words.to(torch.int64) & 0xFFFFFFFF
+    return (unsigned.unsqueeze(-1) >> _field_shifts(bits, words.device)) & ((1 << bits) - 1)
+
+
+def _fields_to_words(fields: torch.Tensor, bits: int) -> torch.Tensor:
+    """int64 [..., 32/bits] with values 0..2**bits-1 -> int32 [...], field i = entry i."""
+    unsigned = (fields.to(torch.int64) << _field_shifts(bits, fields.device)).sum(dim=-1)  # disjoint: sum == OR
+    signed = torch.where(unsigned >= 2**31, unsigned - 2**32, unsigned)
+    return signed.to(torch.int32)
 
 
 def _words_to_nibbles(words: torch.Tensor) -> torch.Tensor:
     """int32 [...] -> int64 [..., 8], entry i = bits 4i..4i+3 of the word."""
-    unsigned = words.to(torch.int64) & 0xFFFFFFFF
-    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int64, device=words.device)
-    return (unsigned.unsqueeze(-1) >> shifts) & 0xF
+    return _words_to_fields(words, 4)
 
 
 def _nibbles_to_words(nibbles: torch.Tensor) -> torch.Tensor:
     """int64 [..., 8] with values 0..15 -> int32 [...], nibble i = entry i."""
-    shifts = torch.tensor(_NIBBLE_SHIFTS, dtype=torch.int64, device=nibbles.device)
-    unsigned = (nibbles.to(torch.int64) << shifts).sum(dim=-1)  # disjoint bits: sum == OR
-    signed = torch.where(unsigned >= 2**31, unsigned - 2**32, unsigned)
-    return signed.to(torch.int32)
+    return _fields_to_words(nibbles, 4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -116,11 +152,23 @@ def _check_tensor(fn: str, name: str, value, ndim: int, dtypes, dtype_rule: str)
     _require(value.dtype in dtypes, f"{fn}: {name} must be {dtype_rule} (got {value.dtype})")
 
 
-def _check_nibble_range(fn: str, name: str, values: torch.Tensor) -> None:
+def _check_code_range(fn: str, name: str, values: torch.Tensor, bits: int) -> None:
     if values.numel() == 0:
         return
+    top = (1 << bits) - 1
     lo, hi = int(values.min()), int(values.max())
-    _require(0 <= lo and hi <= 15, f"{fn}: {name} values must be in 0..15 (got min {lo}, max {hi})")
+    _require(0 <= lo and hi <= top, f"{fn}: {name} values must be in 0..{top} (got min {lo}, max {hi})")
+
+
+def _check_nibble_range(fn: str, name: str, values: torch.Tensor) -> None:
+    _check_code_range(fn, name, values, 4)
+
+
+def _check_bits(fn: str, bits) -> None:
+    _require(
+        isinstance(bits, int) and not isinstance(bits, bool) and bits in (4, 8),
+        f"{fn}: bits must be 4 or 8 (got {bits!r})",
+    )
 
 
 def _check_group_size(fn: str, group_size, K: int) -> None:
@@ -176,22 +224,57 @@ def unpack_int4_kernel_layout(packed: torch.Tensor) -> torch.Tensor:
     return q8.reshape(KB * BLOCK_K, NB * BLOCK_N).to(torch.uint8).contiguous()
 
 
+def pack_int8_kernel_layout(q: torch.Tensor) -> torch.Tensor:
+    """Pack logical int8 values q [K, N] (integer dtype, values 0..255) into int32 [N/64, K/16, 32, 8]."""
+    fn = "pack_int8_kernel_layout"
+    _check_tensor(fn, "q", q, 2, _INT_DTYPES, "an integer tensor (uint8/int8/int16/int32/int64)")
+    K, N = q.shape
+    _require(K > 0 and K % BLOCK_K == 0, f"{fn}: q must have K (dim 0) a positive multiple of 16 (got K={K})")
+    _require(N > 0 and N % BLOCK_N == 0, f"{fn}: q must have N (dim 1) a positive multiple of 64 (got N={N})")
+    _check_code_range(fn, "q", q, 8)
+
+    # The same index naming as the int4 layout:  k = 16*kb + 8*h + 2*t + b,  n = 64*nb + 16*j + 8*tile + c.
+    q8 = q.to(torch.int64).reshape(K // 16, 2, 4, 2, N // 64, 4, 2, 8)
+    #                              kb      h  t  b  nb      j  tile c
+    frag = q8.permute(4, 0, 7, 2, 5, 6, 1, 3)  # [nb, kb, c, t, j, tile, h, b]
+    # lane = 4*c + t, word w = 2*j + tile, byte = 2*h + b  (b0 b1 = rows k0, k0+1; b2 b3 = k0+8, k0+9).
+    frag = frag.reshape(N // 64, K // 16, 32, INT8_WORDS_PER_LANE, 4)
+    return _fields_to_words(frag, 8).contiguous()
+
+
+def unpack_int8_kernel_layout(packed: torch.Tensor) -> torch.Tensor:
+    """Exact inverse of pack_int8_kernel_layout: int32 [N/64, K/16, 32, 8] -> uint8 [K, N]."""
+    fn = "unpack_int8_kernel_layout"
+    _check_tensor(fn, "packed", packed, 4, (torch.int32,), "int32")
+    NB, KB, lanes, words = packed.shape
+    _require(
+        lanes == 32 and words == INT8_WORDS_PER_LANE and NB > 0 and KB > 0,
+        f"{fn}: packed must have shape [N/64, K/16, 32, 8] with N, K > 0 (got {tuple(packed.shape)})",
+    )
+    frag = _words_to_fields(packed, 8)  # [nb, kb, lane, w, byte]
+    frag = frag.reshape(NB, KB, 8, 4, 4, 2, 2, 2)  # [nb, kb, c, t, j, tile, h, b]
+    q8 = frag.permute(1, 6, 3, 7, 0, 4, 5, 2)  # [kb, h, t, b, nb, j, tile, c]
+    return q8.reshape(KB * BLOCK_K, NB * BLOCK_N).to(torch.uint8).contiguous()
+
+
 # --------------------------------------------------------------------------------------------
-# Scales, zero points and the AWQ entry point
+# Scales, zero points and the AWQ / int8 entry points
 # --------------------------------------------------------------------------------------------
 
 
 def fold_zero_points(
-    scales: torch.Tensor, zeros: Optional[torch.Tensor], act_dtype: torch.dtype
+    scales: torch.Tensor, zeros: Optional[torch.Tensor], act_dtype: torch.dtype, bits: int = 4
 ) -> torch.Tensor:
     """offsets = -z * s in act_dtype, so that W = (q - z) * s becomes the single fma q * s + offset.
 
     scales [K/G, N] (floating) is first rounded to act_dtype (the scale the kernel will use), the
-    product is formed in float32 (exact: an 11-bit scale mantissa times a 4-bit zero fits in 24 bits)
-    and rounded once to act_dtype. zeros [K/G, N] holds unpacked zero points 0..15; None means
-    symmetric weights stored biased by 8, so z = 8.
+    product is formed in float32 (exact: an 11-bit scale mantissa times a zero of at most 8 bits fits
+    in 24 bits) and rounded once to act_dtype. zeros [K/G, N] holds unpacked zero points
+    0..2**bits-1 (bits = 4 or 8); None means symmetric weights stored biased by 2**(bits-1), so
+    z = 8 (int4) or 128 (int8).
     """
     fn = "fold_zero_points"
+    _check_bits(fn, bits)
     _require(
         act_dtype in _ACT_DTYPES, f"{fn}: act_dtype must be torch.float16 or torch.bfloat16 (got {act_dtype})"
     )
@@ -200,7 +283,7 @@ def fold_zero_points(
     )
     s = scales.to(act_dtype).to(torch.float32)
     if zeros is None:
-        z = torch.full_like(s, float(SYMMETRIC_ZERO))
+        z = torch.full_like(s, float(SYMMETRIC_ZERO if bits == 4 else SYMMETRIC_ZERO_INT8))
     else:
         _check_tensor(fn, "zeros", zeros, 2, _INT_DTYPES, "an integer tensor (unpacked zero points)")
         _require(
@@ -208,7 +291,7 @@ def fold_zero_points(
             f"{fn}: zeros must have the shape of scales [K/G, N] (got {tuple(zeros.shape)} vs {tuple(scales.shape)})",
         )
         _require(zeros.device == scales.device, f"{fn}: zeros must be on the device of scales")
-        _check_nibble_range(fn, "zeros", zeros)
+        _check_code_range(fn, "zeros", zeros, bits)
         z = zeros.to(torch.float32)
     # Written as -(z * s), the same expression the CUDA kernel evaluates, so even the sign of a zero
     # offset (z = 0) matches bit for bit.
@@ -270,6 +353,91 @@ def prepack_awq_reference(
     return packed, scales.contiguous(), offsets
 
 
+def prepack_int8_reference(
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    zeros: Optional[torch.Tensor],
+    group_size: int,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logical int8 tensors -> (packed, scales, offsets) in the mixgemm int8 v1 layout.
+
+    q uint8 (any integer dtype) [K, N] with values 0..255, scales fp16/bf16 [K/G, N], zeros integer
+    [K/G, N] with values 0..255 or None (symmetric, stored biased by 128: z = 128). The activation
+    dtype is the dtype of scales; offsets = -(z * s) rounded once to it.
+    """
+    fn = "prepack_int8_reference"
+    _check_tensor(fn, "q", q, 2, _INT_DTYPES, "an integer tensor (uint8/int8/int16/int32/int64)")
+    _check_tensor(fn, "scales", scales, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
+    K, N = q.shape
+    _require(K > 0 and K % BLOCK_K == 0, f"{fn}: q must have K (dim 0) a positive multiple of 16 (got K={K})")
+    _require(N > 0 and N % BLOCK_N == 0, f"{fn}: q must have N (dim 1) a positive multiple of 64 (got N={N})")
+    _check_group_size(fn, group_size, K)
+    groups = K // group_size
+    _require(
+        tuple(scales.shape) == (groups, N),
+        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
+    )
+    _require(scales.device == q.device, f"{fn}: scales must be on the device of q")
+    if zeros is not None:
+        _check_tensor(fn, "zeros", zeros, 2, _INT_DTYPES, "an integer tensor (unpacked zero points, [K/G, N])")
+        _require(
+            tuple(zeros.shape) == (groups, N),
+            f"{fn}: zeros must have shape [K/group_size, N] = {(groups, N)} (got {tuple(zeros.shape)})",
+        )
+        _require(zeros.device == q.device, f"{fn}: zeros must be on the device of q")
+        _check_code_range(fn, "zeros", zeros, 8)
+    _check_code_range(fn, "q", q, 8)
+
+    packed = pack_int8_kernel_layout(q)
+    offsets = fold_zero_points(scales, zeros, scales.dtype, bits=8)
+    return packed, scales.contiguous(), offsets
+
+
+def prepack_gptq_int8_reference(
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    qzeros: Optional[torch.Tensor],
+    group_size: int,
+    v1: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GPTQ 8-bit tensors -> (packed, scales, offsets) in the mixgemm int8 v1 layout.
+
+    qweight int32 [K/4, N] (byte i of row r = K-row 4r + i), scales fp16/bf16 [K/G, N], qzeros int32
+    [K/G, N/4] (byte i of word c = column 4c + i; v1=True: stored as (z - 1) mod 256) or None
+    (symmetric, z = 128). Decoded with mixgemm.formats, then as prepack_int8_reference. Act-order
+    (g_idx) checkpoints need their K rows permuted by the caller first.
+    """
+    from . import formats  # the GPTQ 8-bit packing is specified there
+
+    fn = "prepack_gptq_int8_reference"
+    _check_tensor(fn, "qweight", qweight, 2, (torch.int32,), "int32 (GPTQ 8-bit packing, [K/4, N])")
+    _check_tensor(fn, "scales", scales, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
+    K, N = qweight.shape[0] * 4, qweight.shape[1]
+    _require(
+        K > 0 and K % BLOCK_K == 0,
+        f"{fn}: qweight must have K = 4 * dim 0 a positive multiple of 16 (got K={K})",
+    )
+    _require(N > 0 and N % BLOCK_N == 0, f"{fn}: qweight must have N (dim 1) a positive multiple of 64 (got N={N})")
+    _check_group_size(fn, group_size, K)
+    groups = K // group_size
+    _require(
+        tuple(scales.shape) == (groups, N),
+        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
+    )
+    _require(scales.device == qweight.device, f"{fn}: scales must be on the device of qweight")
+    zeros = None
+    if qzeros is not None:
+        _check_tensor(fn, "qzeros", qzeros, 2, (torch.int32,), "int32 (GPTQ 8-bit packing, [K/G, N/4])")
+        _require(
+            tuple(qzeros.shape) == (groups, N // 4),
+            f"{fn}: qzeros must have shape [K/group_size, N/4] = {(groups, N // 4)} (got {tuple(qzeros.shape)})",
+        )
+        _require(qzeros.device == qweight.device, f"{fn}: qzeros must be on the device of qweight")
+        zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1)
+
+    return prepack_int8_reference(formats.unpack_gptq_qweight_int8(qweight), scales, zeros, group_size)
+
+
 def dequantize_packed_reference(
     packed: torch.Tensor,
     scales: torch.Tensor,
@@ -277,9 +445,22 @@ def dequantize_packed_reference(
     group_size: int,
     dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
-    """W [K, N] = q * s + offset evaluated in `dtype`: the weight the GEMM kernel multiplies by."""
+    """W [K, N] = q * s + offset evaluated in `dtype`: the weight the GEMM kernel multiplies by.
+
+    `packed` is either layout: [N/64, K/16, 32, 4] is mixgemm int4 v1, [N/64, K/16, 32, 8] int8 v1.
+    """
     fn = "dequantize_packed_reference"
-    q = unpack_int4_kernel_layout(packed)
+    _check_tensor(fn, "packed", packed, 4, (torch.int32,), "int32")
+    words = packed.shape[-1]
+    _require(
+        words in (INT4_WORDS_PER_LANE, INT8_WORDS_PER_LANE),
+        f"{fn}: packed must have shape [N/64, K/16, 32, 4] (int4) or [N/64, K/16, 32, 8] (int8) "
+        f"(got {tuple(packed.shape)})",
+    )
+    if words == INT8_WORDS_PER_LANE:
+        q = unpack_int8_kernel_layout(packed)
+    else:
+        q = unpack_int4_kernel_layout(packed)
     K, N = q.shape
     _check_tensor(fn, "scales", scales, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
     _check_tensor(fn, "offsets", offsets, 2, _ACT_DTYPES, "torch.float16 or torch.bfloat16 ([K/G, N])")
