@@ -3,7 +3,7 @@
 
 CMake runs this at configure time: ``generate_kernels.py --set full|minimal --out DIR``. It writes one
 ``gemm_<tile>.cu`` per threadblock/warp tile (explicitly instantiating ``launch_gemm`` for each stage
-count and activation type) and ``gemm_registry.inc``, the table the runner dispatches from.
+count, activation type and weight width) and ``gemm_registry.inc``, the table the runner dispatches from.
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ MINIMAL = {
     (128, 256, 64, 64): (3,),
 }
 ACT_TYPES = {"__half": "kFloat16", "__nv_bfloat16": "kBFloat16"}
+WEIGHT_BITS = (4, 8)
 
 
 def tile_name(tile_m: int, tile_n: int, warp_m: int, warp_n: int) -> str:
     return f"{tile_m}x{tile_n}x{TILE_K}_w{warp_m}x{warp_n}"
 
 
-def template_args(cuda_type: str, tile: tuple[int, int, int, int], stages: int) -> str:
+def template_args(cuda_type: str, bits: int, tile: tuple[int, int, int, int], stages: int) -> str:
     tile_m, tile_n, warp_m, warp_n = tile
-    return f"{cuda_type}, {tile_m}, {tile_n}, {warp_m}, {warp_n}, {stages}"
+    return f"{cuda_type}, {bits}, {tile_m}, {tile_n}, {warp_m}, {warp_n}, {stages}"
 
 
 def write_if_changed(path: pathlib.Path, text: str) -> None:
@@ -60,14 +61,15 @@ def generate(kernel_set: dict, out: pathlib.Path) -> list[pathlib.Path]:
         lines = [header, '#include "mixgemm/gemm/device/launch.cuh"\n', "namespace mixgemm::gemm {\n"]
         for stages in stage_list:
             for cuda_type, act in ACT_TYPES.items():
-                args = template_args(cuda_type, tile, stages)
-                lines.append(f"template void launch_gemm<{args}>(const GemmArgs&, cudaStream_t);\n")
-                externs.append(f"extern template void launch_gemm<{args}>(const GemmArgs&, cudaStream_t);\n")
-                tile_m, tile_n, warp_m, warp_n = tile
-                rows.append(
-                    f"    {{{{{tile_m}, {tile_n}, {TILE_K}, {warp_m}, {warp_n}, {TILE_K}, {stages}}}, "
-                    f"ActType::{act}, &launch_gemm<{args}>}},\n"
-                )
+                for bits in WEIGHT_BITS:
+                    args = template_args(cuda_type, bits, tile, stages)
+                    lines.append(f"template void launch_gemm<{args}>(const GemmArgs&, cudaStream_t);\n")
+                    externs.append(f"extern template void launch_gemm<{args}>(const GemmArgs&, cudaStream_t);\n")
+                    tile_m, tile_n, warp_m, warp_n = tile
+                    rows.append(
+                        f"    {{{{{tile_m}, {tile_n}, {TILE_K}, {warp_m}, {warp_n}, {TILE_K}, {stages}}}, "
+                        f"ActType::{act}, {bits}, &launch_gemm<{args}>}},\n"
+                    )
         lines.append("}  // namespace mixgemm::gemm\n")
         path = out / f"gemm_{tile_name(*tile)}.cu"
         write_if_changed(path, "".join(lines))

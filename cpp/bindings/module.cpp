@@ -123,13 +123,14 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "gemm_configs",
-      [](bool bf16) {
+      [](bool bf16, int bits) {
         std::vector<ConfigTuple> out;
-        for (const auto& c : mixgemm::gemm::compiled_configs(act_of(bf16)))
+        for (const auto& c : mixgemm::gemm::compiled_configs(act_of(bf16), bits))
           out.emplace_back(c.tile_m, c.tile_n, c.tile_k, c.warp_m, c.warp_n, c.warp_k, c.stages);
         return out;
       },
-      py::arg("bf16"), "compiled tile configs as (tile_m, tile_n, tile_k, warp_m, warp_n, warp_k, stages)");
+      py::arg("bf16"), py::arg("bits") = 4,
+      "compiled tile configs as (tile_m, tile_n, tile_k, warp_m, warp_n, warp_k, stages)");
 
   m.def(
       "gemm_workspace_size",
@@ -145,7 +146,7 @@ PYBIND11_MODULE(_C, m) {
       [](const ConfigTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
          std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, const std::string& mode,
-         bool bf16, std::uintptr_t stream) {
+         bool bf16, std::uintptr_t stream, int bits) {
         mixgemm::gemm::GemmArgs args;
         args.A = ptr<const void>(x);
         args.B = ptr<const int32_t>(packed);
@@ -159,9 +160,11 @@ PYBIND11_MODULE(_C, m) {
         args.split_k = split_k;
         args.mode = split_k_mode_of(mode);
         args.act = act_of(bf16);
+        args.bits = bits;
         mixgemm::gemm::run_gemm(config_of(config), args, stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
       py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
-      py::arg("group_size"), py::arg("split_k"), py::arg("split_k_mode"), py::arg("bf16"), py::arg("stream"));
+      py::arg("group_size"), py::arg("split_k"), py::arg("split_k_mode"), py::arg("bf16"), py::arg("stream"),
+      py::arg("bits") = 4);
 }

@@ -12,6 +12,7 @@ namespace {
 struct RegistryEntry {
   TileConfig config;
   ActType act;
+  int bits;  // weight width: 4 or 8
   LaunchFn launch;
 };
 
@@ -26,18 +27,18 @@ namespace {
 
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-const RegistryEntry* find_entry(const TileConfig& config, ActType act) {
+const RegistryEntry* find_entry(const TileConfig& config, ActType act, int bits) {
   for (const RegistryEntry& entry : kRegistry)
-    if (entry.config == config && entry.act == act) return &entry;
+    if (entry.config == config && entry.act == act && entry.bits == bits) return &entry;
   return nullptr;
 }
 
 }  // namespace
 
-std::vector<TileConfig> compiled_configs(ActType act) {
+std::vector<TileConfig> compiled_configs(ActType act, int bits) {
   std::vector<TileConfig> configs;
   for (const RegistryEntry& entry : kRegistry)
-    if (entry.act == act) configs.push_back(entry.config);
+    if (entry.act == act && entry.bits == bits) configs.push_back(entry.config);
   return configs;
 }
 
@@ -51,7 +52,8 @@ WorkspaceSize workspace_size(const TileConfig& config, int M, int N, int split_k
 
 void can_implement(const TileConfig& config, const GemmArgs& args) {
   const std::string fn = "gemm: ";
-  require(find_entry(config, args.act) != nullptr,
+  require(args.bits == 4 || args.bits == 8, fn + "weight bits must be 4 or 8, got " + std::to_string(args.bits));
+  require(find_entry(config, args.act, args.bits) != nullptr,
           fn + "config " + config.name() + " is not compiled into this build for this activation dtype");
   require(args.M >= 1, fn + "M (rows of x) must be >= 1");
   require(args.N >= 64 && args.N % 64 == 0, fn + "N must be a positive multiple of 64 (packed strip width)");
@@ -81,7 +83,7 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
 void run_gemm(const TileConfig& config, const GemmArgs& args, cudaStream_t stream) {
   can_implement(config, args);
   require_cuda_device();
-  find_entry(config, args.act)->launch(args, stream);
+  find_entry(config, args.act, args.bits)->launch(args, stream);
 }
 
 }  // namespace mixgemm::gemm

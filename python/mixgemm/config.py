@@ -56,10 +56,12 @@ class GemmConfig:
         return base if self.split_k == 1 else f"{base}_k{self.split_k}{self.split_k_mode[0]}"
 
 
-def compiled_configs(dtype: torch.dtype = torch.float16) -> list[GemmConfig]:
-    """Every tile config compiled into this build for activation ``dtype`` (split_k = 1)."""
+def compiled_configs(dtype: torch.dtype = torch.float16, bits: int = 4) -> list[GemmConfig]:
+    """Every tile config compiled into this build for activation ``dtype`` and ``bits``-bit weights."""
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"compiled_configs: dtype must be float16 or bfloat16, got {dtype}")
+    if bits not in (4, 8):
+        raise ValueError(f"compiled_configs: bits must be 4 or 8, got {bits!r}")
     from . import _C
 
-    return [GemmConfig(*t) for t in _C.gemm_configs(dtype == torch.bfloat16)]
+    return [GemmConfig(*t) for t in _C.gemm_configs(dtype == torch.bfloat16, bits)]

@@ -62,13 +62,16 @@ def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Te
 
 _PACKED_STRIP_N = 64  # columns per packed strip
 _K_SLAB = 16  # K rows per packed slab (one mma k-step)
+# Words per lane per 16 x 64 packed block: 4 sub-blocks of 16 x 16, one word each (int4) or two (int8).
+_WORDS_PER_LANE = {4: 4, 8: 8}
 
 
 @dataclasses.dataclass
 class PackedWeight:
     """A weight in our kernel layout, ready for :func:`gemm`.
 
-    ``packed`` int32 ``[N/64, K/16, 32, 4]`` (prepack_ref.py documents each bit); ``scales`` and
+    ``packed`` int32 ``[N/64, K/16, 32, 4]`` for int4, ``[N/64, K/16, 32, 8]`` for int8 (prepack_ref.py
+    documents each bit; values stored unsigned, int8 biased by 128); ``scales`` and
     ``offsets`` (``= -zero * scale``, zero = 8 for symmetric weights) ``[K/G, N]`` in ``act_dtype``.
     """
 
@@ -166,6 +169,7 @@ def prepack(
     format: str = "awq",
     gptq_v1: bool = False,
     g_idx: torch.Tensor | None = None,
+    bits: int = 4,
 ) -> PackedWeight:
     """Rewrites an AWQ (default) or GPTQ int4 checkpoint into our kernel layout on the GPU.
 
@@ -175,10 +179,18 @@ def prepack(
     ``[K]``: K is then permuted once here so each group is contiguous, and :func:`gemm` gathers x's
     columns to match. ``qzeros=None`` means symmetric (scale-only) weights, ``W = (q - 8) * s``.
     ``group_size`` defaults to ``K / scales.shape[0]``. The activation dtype is the scales' dtype.
+    ``bits=8``: GPTQ 8-bit checkpoints (``qweight`` int32 ``[K/4, N]``, ``qzeros`` ``[K/G, N/4]``; no
+    zeros means symmetric, ``W = (q - 128) * s``).
     """
     fn = "prepack"
     if format not in ("awq", "gptq"):
         raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
+    if bits not in (4, 8):
+        raise ValueError(f"{fn}: bits must be 4 or 8, got {bits!r}")
+    if bits == 8:
+        if format != "gptq":
+            raise ValueError(f"{fn}: 8-bit weights come in the GPTQ layout; pass format='gptq'")
+        return _prepack_gptq_int8(qweight, scales, qzeros, group_size, gptq_v1, g_idx)
     _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
     if qzeros is not None:
         _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
@@ -206,6 +218,43 @@ def prepack(
     return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K, perm)
 
 
+def _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1: bool, g_idx) -> PackedWeight:
+    """int8 prepack: the PyTorch twin (prepack_ref) run on the GPU tensors. It is a handful of gathers
+    over K N bytes, memory bound like the int4 kernel, so it needs no kernel of its own."""
+    from . import formats, prepack_ref
+
+    fn = "prepack"
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+        _checks.check_same_device(fn, qweight=qweight, qzeros=qzeros)
+    _checks.check_tensor(fn, "scales", scales, _ACT_DTYPES, 2)
+    _checks.check_same_device(fn, qweight=qweight, scales=scales)
+    K, N = qweight.shape[0] * 4, scales.shape[1]
+    _checks.check_shape(fn, "qweight", qweight, (K // 4, N), "[K/4, N] with N = scales.shape[1]")
+    if N == 0 or N % _PACKED_STRIP_N != 0:
+        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
+    if K % _K_SLAB != 0:
+        raise ValueError(f"{fn}: K = 4 * qweight.shape[0] must be a positive multiple of {_K_SLAB}, got {K}")
+    groups = scales.shape[0]
+    G = _checks.group_size_of(fn, K, groups)
+    if group_size is not None and group_size != G:
+        raise ValueError(f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {G}")
+    if qzeros is not None:
+        _checks.check_shape(fn, "qzeros", qzeros, (groups, N // 4), "[K/G, N/4], one row per scale row")
+    _checks.check_device_supported(fn, qweight.device)
+    q = formats.unpack_gptq_qweight_int8(qweight)
+    perm = None
+    if g_idx is not None:
+        _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
+        perm = _act_order_permutation(fn, g_idx, K, groups)
+        if perm is not None:
+            q = q.index_select(0, perm)
+    zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1) if qzeros is not None else None
+    packed, scales_out, offsets = prepack_ref.prepack_int8_reference(q, scales, zeros, G)
+    return PackedWeight(packed, scales_out, offsets, G, 8, scales.dtype, N, K, perm)
+
+
 # ---------------------------------------------------------------------------------------------------
 # GEMM
 
@@ -217,8 +266,8 @@ def _check_packed_weight(fn: str, packed: object) -> None:
         raise ValueError(f"{fn}: packed must be a PackedWeight from mixgemm.prepack, got {type(packed).__name__}")
     if packed.act_dtype not in _ACT_DTYPES:
         raise ValueError(f"{fn}: packed.act_dtype must be float16 or bfloat16, got {packed.act_dtype}")
-    if packed.bits != 4:
-        raise ValueError(f"{fn}: packed.bits must be 4 (int4 weights), got {packed.bits}")
+    if packed.bits not in _WORDS_PER_LANE:
+        raise ValueError(f"{fn}: packed.bits must be 4 or 8, got {packed.bits!r}")
     for name in ("n", "k", "group_size"):
         value = getattr(packed, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -234,9 +283,10 @@ def _check_packed_weight(fn: str, packed: object) -> None:
 def _check_packed_tensors(fn: str, packed: PackedWeight) -> None:
     """The tensors of a PackedWeight (whose fields passed _check_packed_weight) match n, k, group_size."""
     n, k, g = packed.n, packed.k, packed.group_size
+    words = _WORDS_PER_LANE[packed.bits]
     _checks.check_tensor(fn, "packed.packed", packed.packed, (torch.int32,), 4)
-    _checks.check_shape(fn, "packed.packed", packed.packed, (n // _PACKED_STRIP_N, k // _K_SLAB, 32, 4),
-                        "[N/64, K/16, 32, 4]")
+    _checks.check_shape(fn, "packed.packed", packed.packed, (n // _PACKED_STRIP_N, k // _K_SLAB, 32, words),
+                        f"[N/64, K/16, 32, {words}] for {packed.bits}-bit weights")
     for name in ("scales", "offsets"):
         t = getattr(packed, name)
         _checks.check_tensor(fn, f"packed.{name}", t, (packed.act_dtype,), 2)
@@ -267,11 +317,12 @@ def resolve_config(x_rows: int, packed: PackedWeight, config) -> GemmConfig:
     """``config="auto"`` -> the tuned choice if cached, else the heuristic; a GemmConfig is checked."""
     from . import tuning
 
-    compiled = _check_config_arg(config, packed.act_dtype)
+    compiled = _check_config_arg(config, packed.act_dtype, packed.bits)
     if config == "auto":
         device = packed.packed.device
+        # The tuner times int4 weights; int8 ones take the heuristic.
         tuned = tuning.lookup(torch.cuda.get_device_name(device), x_rows, packed.n, packed.k,
-                              packed.group_size, packed.act_dtype)
+                              packed.group_size, packed.act_dtype) if packed.bits == 4 else None
         # A cache written by another build may name a tile this build lacks, or a split-K this K cannot
         # take: such an entry is stale, not an error, so the heuristic takes over.
         if tuned is not None:
@@ -283,11 +334,12 @@ def resolve_config(x_rows: int, packed: PackedWeight, config) -> GemmConfig:
     return config
 
 
-def _check_config_arg(config, act_dtype: torch.dtype) -> list[GemmConfig]:
-    """``config`` must be "auto" or a GemmConfig compiled for ``act_dtype``; returns the compiled list."""
+def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4) -> list[GemmConfig]:
+    """``config`` must be "auto" or a GemmConfig compiled for ``act_dtype`` and ``bits``; returns the
+    compiled list."""
     from .config import compiled_configs
 
-    compiled = compiled_configs(act_dtype)
+    compiled = compiled_configs(act_dtype, bits)
     if isinstance(config, str):
         if config != "auto":
             raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {config!r}")
@@ -328,7 +380,7 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
     M, N, K = x2.shape[0], packed.n, packed.k
     out = torch.empty((M, N), dtype=packed.act_dtype, device=x.device)
     if M == 0:
-        _check_config_arg(config, packed.act_dtype)  # nothing to launch, but a bad config is still an error
+        _check_config_arg(config, packed.act_dtype, packed.bits)  # nothing to launch; a bad config still errs
         return out.reshape(*lead, N)
     _checks.check_device_supported(fn, x.device)
     cfg = resolve_config(M, packed, config)
@@ -342,6 +394,6 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
         workspace.data_ptr() if workspace is not None else 0,
         semaphores.data_ptr() if semaphores is not None else 0,
         M, N, K, packed.group_size, cfg.split_k, cfg.split_k_mode, packed.act_dtype == torch.bfloat16,
-        _stream(x.device),
+        _stream(x.device), packed.bits,
     )
     return out.reshape(*lead, N)

@@ -36,7 +36,7 @@ struct TileConfig {
 // Device pointers and sizes of one call: D[M, N] = A[M, K] @ W + bias, W = q * scales + offsets.
 struct GemmArgs {
   const void* A = nullptr;         // activations [M, K], row-major, ActType
-  const int32_t* B = nullptr;      // packed int4 weights [N/64, K/16, 32, 4] (prepack's kernel layout)
+  const int32_t* B = nullptr;      // packed weights [N/64, K/16, 32, 4 * bits / 4] (prepack's kernel layout)
   const void* scales = nullptr;    // [K/G, N], ActType
   const void* offsets = nullptr;   // [K/G, N], ActType, = -zero * scale
   const void* bias = nullptr;      // [N], ActType, or null
@@ -47,6 +47,7 @@ struct GemmArgs {
   int split_k = 1;
   SplitKMode mode = SplitKMode::kNone;
   ActType act = ActType::kFloat16;
+  int bits = 4;                    // weight width: 4 (int4) or 8 (int8, stored biased to 0..255)
 };
 
 }  // namespace mixgemm::gemm

@@ -11,8 +11,9 @@
 
 namespace mixgemm::gemm {
 
-// Every compiled tile config for activation type `act` (the kernel set chosen at build time).
-std::vector<TileConfig> compiled_configs(ActType act);
+// Every compiled tile config for activation type `act` and `bits`-bit weights (the kernel set chosen at
+// build time).
+std::vector<TileConfig> compiled_configs(ActType act, int bits);
 
 // Workspace a call needs: fp32 elements and int32 semaphores (serial split-K; they must be zero when
 // first used, and every call leaves them zero).

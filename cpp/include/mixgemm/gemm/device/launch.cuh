@@ -6,17 +6,17 @@
 
 #include "mixgemm/common/check.h"
 #include "mixgemm/gemm/gemm_args.h"
-#include "mixgemm/gemm/kernel/gemm_int4.cuh"
+#include "mixgemm/gemm/kernel/gemm_mixed.cuh"
 #include "mixgemm/gemm/kernel/splitk_reduce.cuh"
 
 namespace mixgemm::gemm {
 
 using LaunchFn = void (*)(const GemmArgs&, cudaStream_t);
 
-template <typename T, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages>
 void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
-  using Loop = threadblock::Mainloop<T, TileM, TileN, WarpM, WarpN, Stages>;
-  auto* kernel_fn = kernel::gemm_int4_kernel<T, TileM, TileN, WarpM, WarpN, Stages>;
+  using Loop = threadblock::Mainloop<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
+  auto* kernel_fn = kernel::gemm_mixed_kernel<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
   // Above 48 KiB a kernel must opt in to its dynamic shared memory (per kernel, once is enough, but the
   // call is cheap and keeps this stateless).
   check_cuda(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Loop::kSharedBytes),
@@ -28,7 +28,7 @@ void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
                               ceil_div(k_tiles, args.split_k), args.mode};
   const dim3 grid(ceil_div(args.M, TileM), ceil_div(args.N, TileN), args.split_k);
   kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
-  check_launch("gemm_int4_kernel");
+  check_launch("gemm_mixed_kernel");
 
   if (args.mode == SplitKMode::kParallel) {
     constexpr int kThreads = 256;

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "mixgemm/gemm/warp/mma_int4_tensor_op.cuh"
+#include "mixgemm/gemm/warp/mma_mixed_input.cuh"
 
 namespace mixgemm::gemm::kernel {
 

@@ -3,8 +3,8 @@
 // Per stage, shared memory holds one k-tile (TileK = 64) of
 //   A      : TileM x 64 activations, 128 B per row, 16-byte chunks XOR-swizzled by (row % 8) so the eight
 //            row addresses of each ldmatrix phase fall in eight different bank groups;
-//   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B each, stored exactly as
-//            in global memory (prepack already ordered them per lane), 2 KiB per strip;
+//   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B (int4) or 32 B (int8),
+//            stored exactly as in global memory (prepack already ordered them per lane);
 //   scales and offsets for each 32-row half of the k-tile (TileN values each): group sizes down to 32
 //   put two groups in one k-tile; for larger groups both halves hold the same group's values.
 // Stages - 1 tiles are in flight while one is computed (cp.async.wait_group(Stages - 2)).
@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "cutlass/arch/memory_sm80.h"
-#include "mixgemm/gemm/warp/mma_int4_tensor_op.cuh"
+#include "mixgemm/gemm/warp/mma_mixed_input.cuh"
 
 namespace mixgemm::gemm::threadblock {
 
@@ -22,10 +22,19 @@ constexpr int kTileK = 64;       // K per main-loop step; the packed layout assu
 constexpr int kQuantK = 32;      // K rows sharing one row of scales/offsets in shared memory: the smallest group
 constexpr int kPackedStripN = 64;                  // columns per packed strip (prepack layout)
 constexpr int kSlabK = 16;                         // K rows per mma / packed slab
-constexpr int kSlabBytes = 32 * 4 * 4;             // 32 lanes x 4 words x 4 bytes = 512
-constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // 2 KiB of one strip per k-tile
 
-template <typename T, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+// Packed weight geometry for `Bits`-bit weights (prepack layout): per 16(k) x 64(n) block, each of 32
+// lanes holds 4 sub-blocks x Bits / 4 words.
+template <int Bits>
+struct PackedGeometry {
+  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
+  static constexpr int kWordsPerSubBlock = Bits / 4;                // 16 x 16 block: 1 (int4) or 2 (int8)
+  static constexpr int kWordsPerLane = 4 * kWordsPerSubBlock;       // 64 columns per strip = 4 sub-blocks
+  static constexpr int kSlabBytes = 32 * kWordsPerLane * 4;         // 512 B (int4) or 1 KiB (int8)
+  static constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // one strip's k-tile
+};
+
+template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages>
 struct Mainloop {
   static_assert(TileM % WarpM == 0 && TileN % WarpN == 0, "warp tiles must divide the threadblock tile");
   static_assert(WarpM % 16 == 0, "WarpM must be a multiple of the mma's 16 rows");
@@ -41,7 +50,11 @@ struct Mainloop {
   // (uncapped, 16 x 256 took 168 and fit only 3 per SM). Larger tiles keep the allocator free.
   static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : 1;
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
-  static constexpr int kWords = WarpN / 16;       // packed words (16 columns each) per lane per k16 slab
+  using Geometry = PackedGeometry<Bits>;
+  static constexpr int kSlabBytes = Geometry::kSlabBytes;
+  static constexpr int kStripTileBytes = Geometry::kStripTileBytes;
+  static constexpr int kWords = WarpN / 16;       // 16 x 16 sub-blocks per lane per k16 slab
+  static constexpr int kWordsPerSubBlock = Geometry::kWordsPerSubBlock;
   static constexpr int kMmaN = WarpN / 8;         // n8 accumulator tiles per warp
 
   static constexpr int kABytes = TileM * kTileK * 2;
@@ -153,11 +166,11 @@ struct Mainloop {
         warp::load_a_fragment(a[mi], stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes));
       }
 
-      uint32_t words[kWords];
+      uint32_t words[kWords * kWordsPerSubBlock];
       load_b_words(b_base, slab, warp_n0, lane, words);
 #pragma unroll
       for (int w = 0; w < kWords; ++w) {
-        const warp::BFragPair frag = warp::dequantize_word<T>(words[w], quant[w]);
+        const warp::BFragPair frag = warp::dequantize_block<T, Bits>(&words[w * kWordsPerSubBlock], quant[w]);
 #pragma unroll
         for (int mi = 0; mi < kMmaM; ++mi) {
           warp::mma_16x8x16<T>(acc[mi][2 * w], a[mi], frag.b[0]);
@@ -168,15 +181,19 @@ struct Mainloop {
   }
 
   // This lane's packed words of the warp's columns for one k16 slab, with the widest shared loads the
-  // warp tile allows (16 B per lane when it spans whole 64-column strips: 512 B per warp, conflict-free).
+  // warp tile allows (16 B per lane per instruction when it spans whole 64-column strips: 512 contiguous
+  // bytes per warp, conflict-free).
   __device__ static void load_b_words(const uint8_t* b_base, int slab, int warp_n0, int lane,
-                                      uint32_t (&words)[kWords]) {
-    constexpr int kVector = kWords < 4 ? kWords : 4;
+                                      uint32_t (&words)[kWords * kWordsPerSubBlock]) {
+    constexpr int kTotal = kWords * kWordsPerSubBlock;
+    constexpr int kVector = kTotal < 4 ? kTotal : 4;
+    const int first_word = (warp_n0 / 16) * kWordsPerSubBlock;  // word index of the warp's first column
 #pragma unroll
-    for (int v = 0; v < kWords / kVector; ++v) {
-      const int first_block = warp_n0 / 16 + v * kVector;  // 16-column block index inside the tile
-      const int strip = first_block / 4, word = first_block % 4;
-      const uint8_t* src = b_base + strip * kStripTileBytes + slab * kSlabBytes + lane * 16 + word * 4;
+    for (int v = 0; v < kTotal / kVector; ++v) {
+      const int word = first_word + v * kVector;
+      const int strip = word / Geometry::kWordsPerLane, in_strip = word % Geometry::kWordsPerLane;
+      const uint8_t* src = b_base + strip * kStripTileBytes + slab * kSlabBytes +
+                           lane * Geometry::kWordsPerLane * 4 + in_strip * 4;
       if constexpr (kVector == 4) {
         const uint4 x = *reinterpret_cast<const uint4*>(src);
         words[4 * v] = x.x, words[4 * v + 1] = x.y, words[4 * v + 2] = x.z, words[4 * v + 3] = x.w;

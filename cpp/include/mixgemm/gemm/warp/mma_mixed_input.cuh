@@ -1,14 +1,16 @@
-// Warp level: B fragments arrive as raw int4 words, are converted and scaled in registers, then feed
-// mma.sync m16n8k16 with fp32 accumulation.
+// Warp level: B fragments arrive as raw int4 or int8 words, are converted and scaled in registers,
+// then feed mma.sync m16n8k16 with fp32 accumulation.
 //
 // Fragment ownership of mma.m16n8k16 (PTX ISA, "Matrix fragments for mma.m16n8k16"), lane = 4 c + t:
 //   A (16x16, row-major): {a0,a1} = row c,   k 2t..2t+1;  {a2,a3} = row c+8, same k;
 //                         {a4,a5} = row c,   k 2t+8..+9;  {a6,a7} = row c+8, same k.
 //   B (16x8, "col"):      {b0,b1} = k 2t..2t+1, column c;  {b2,b3} = k 2t+8..2t+9, column c.
 //   C (16x8):             {c0,c1} = row c, columns 2t..2t+1;  {c2,c3} = row c+8.
-// prepack stores, for each 16(k) x 16(n) block, lane's 32-bit word = the B fragments of both n8 halves
-// (columns c and c+8), nibbles interleaved so that the converter's pair p is fragment register p:
-// pairs 0,1 -> n8 tile 0 {b0b1, b2b3}; pairs 2,3 -> n8 tile 1.
+// prepack stores, for each 16(k) x 16(n) block, the lane's B fragments of both n8 halves (columns c
+// and c+8) in Bits / 4 words:
+//   int4: one word, nibbles interleaved so that the converter's pair p is fragment register p:
+//         pairs 0,1 -> n8 tile 0 {b0b1, b2b3}; pairs 2,3 -> n8 tile 1;
+//   int8: two words, word t = n8 tile t with bytes {b0 b1 b2 b3}; the converter's pairs are {b0b1, b2b3}.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,6 +24,7 @@
 #include "cutlass/gemm/gemm.h"
 #include "cutlass/numeric_types.h"
 #include "mixgemm/convert/int4_to_float.cuh"
+#include "mixgemm/convert/int8_to_float.cuh"
 
 namespace mixgemm::gemm::warp {
 
@@ -61,17 +64,30 @@ struct BFragPair {
   uint32_t b[2][2];
 };
 
-// Converts one packed word and applies W = q * scale + offset (one fma per pair: the zero point was
-// folded into `offset` by prepack).
-template <typename T>
-__device__ __forceinline__ BFragPair dequantize_word(uint32_t word, const ColumnQuant<T>& quant) {
+// Converts one 16 x 16 block's packed words (Bits / 4 of them) and applies W = q * scale + offset (one
+// fma per pair: the zero point was folded into `offset` by prepack).
+template <typename T, int Bits>
+__device__ __forceinline__ BFragPair dequantize_block(const uint32_t* words, const ColumnQuant<T>& quant) {
+  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
   using Pair = typename ActTraits<T>::Pair;
-  const convert::Pairs4 q = convert::int4x8_to<T>(word);
+  uint32_t q[4];  // fragment registers in order: tile 0 {b0b1, b2b3}, tile 1 {b0b1, b2b3}
+  if constexpr (Bits == 4) {
+    const convert::Pairs4 pairs = convert::int4x8_to<T>(words[0]);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) q[p] = pairs.pair[p];
+  } else {
+#pragma unroll
+    for (int tile = 0; tile < 2; ++tile) {
+      const convert::Pairs2 pairs = convert::uint8x4_to<T>(words[tile]);
+      q[2 * tile] = pairs.pair[0];
+      q[2 * tile + 1] = pairs.pair[1];
+    }
+  }
   BFragPair frag;
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
     const int tile = p / 2;
-    const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q.pair[p]), quant.scale[tile], quant.offset[tile]);
+    const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q[p]), quant.scale[tile], quant.offset[tile]);
     frag.b[tile][p % 2] = *reinterpret_cast<const uint32_t*>(&w);
   }
   return frag;
