@@ -9,8 +9,10 @@ quantizers in PyTorch, the references). The compiled core is ``mixgemm._C``.
 from . import baseline, formats
 from .config import GemmConfig, compiled_configs
 from .ops import PackedWeight, awq_dequantize, gemm, prepack
+from . import library, nn  # library registers the torch.ops.mixgemm custom ops
 
 __all__ = [
     "GemmConfig", "PackedWeight", "awq_dequantize", "baseline", "compiled_configs", "formats", "gemm", "prepack",
+    "library", "nn",
 ]
 __version__ = "0.1.0"

@@ -33,6 +33,7 @@ DEFAULT_OUT = "mixgemm-bench"
 # Our kernel's layout rules (DESIGN.md section 1): N in 64-column strips, K in 64-row k-tiles.
 _N_MULTIPLE = 64
 _K_MULTIPLE = 64
+_GROUP_MULTIPLE = 32  # the GEMM's smallest group (one row of scales per 32-row half of a k-tile)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -79,27 +80,13 @@ def parse_peers(text: str) -> list[str]:
     return names
 
 
-_CONFIG_NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
-
-
 def parse_config(text: str):
     """``"auto"`` or a :attr:`GemmConfig.name` such as ``16x128x64_w16x32x64_s4`` or ``..._s4_k4s``."""
-    if text == "auto":
-        return "auto"
-    from ..config import GemmConfig
+    from ..config_names import from_name
 
-    match = _CONFIG_NAME.fullmatch(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"invalid config {text!r}: expected 'auto' or a name like 16x128x64_w16x32x64_s4 (optionally _k4s / "
-            "_k4p for split-K 4, serial / parallel)"
-        )
-    tile = [int(v) for v in match.groups()[:7]]
-    split_k = int(match[8]) if match[8] else 1
-    mode = {"s": "serial", "p": "parallel", None: "none"}[match[9]]
     try:
-        return GemmConfig(*tile, split_k=split_k, split_k_mode=mode)
-    except ValueError as exc:
+        return from_name(text)
+    except ValueError as exc:  # argparse reports ArgumentTypeError as "argument --config: <message>"
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -200,8 +187,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     top = build_parser()
     args = top.parse_args(argv)
     parser = top.subcommands[args.command]
-    if args.group_size < _K_MULTIPLE or args.group_size % _K_MULTIPLE != 0:
-        parser.error(f"--group-size must be a positive multiple of {_K_MULTIPLE}, got {args.group_size}")
+    if args.group_size < _GROUP_MULTIPLE or args.group_size % _GROUP_MULTIPLE != 0:
+        parser.error(f"--group-size must be a positive multiple of {_GROUP_MULTIPLE}, got {args.group_size}")
     if args.command == "bench":
         # (argparse runs `type` on string defaults too, so args.shapes is already a list here.)
         if args.m is None:

@@ -1,0 +1,51 @@
+"""GEMM config names: the one parser from a :attr:`GemmConfig.name` string back to a :class:`GemmConfig`.
+
+A name is what crosses boundaries where a dataclass cannot: the ``str config`` argument of the
+``mixgemm::gemm`` custom op (library.py), the ``--config`` flag of the profiler (bench/cli.py) and the
+tuning cache. Names look like ``16x128x64_w16x32x64_s4`` (tile M x N x K, warp tile, pipeline stages),
+with ``_k4s`` / ``_k4p`` appended for split-K 4, serial / parallel; ``"auto"`` stands for "let
+:func:`mixgemm.gemm` choose".
+"""
+
+from __future__ import annotations
+
+import re
+
+from .config import GemmConfig
+
+AUTO = "auto"
+
+_NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
+_MODE_OF_LETTER = {"s": "serial", "p": "parallel", None: "none"}
+
+
+def from_name(name: str) -> GemmConfig | str:
+    """``"auto"`` -> ``"auto"``; a :attr:`GemmConfig.name` -> that GemmConfig. Raises ValueError otherwise.
+
+    Only the syntax and GemmConfig's own rules (split-K count vs mode) are checked here; whether the tile
+    is compiled into this build is for :func:`mixgemm.gemm` to say, since that needs the extension.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"invalid config {name!r}: expected a string")
+    if name == AUTO:
+        return AUTO
+    match = _NAME.fullmatch(name.strip())
+    if not match:
+        raise ValueError(
+            f"invalid config {name!r}: expected 'auto' or a name like 16x128x64_w16x32x64_s4 (optionally "
+            "_k4s / _k4p for split-K 4, serial / parallel)"
+        )
+    tile = [int(v) for v in match.groups()[:7]]
+    split_k = int(match[8]) if match[8] else 1
+    # GemmConfig raises ValueError for a contradiction such as "_k1s" (split-K 1 cannot be serial).
+    return GemmConfig(*tile, split_k=split_k, split_k_mode=_MODE_OF_LETTER[match[9]])
+
+
+def to_name(config: GemmConfig | str) -> str:
+    """The inverse of :func:`from_name`: a GemmConfig or a valid name (checked) -> its canonical name."""
+    if isinstance(config, GemmConfig):
+        return config.name
+    if isinstance(config, str):
+        parsed = from_name(config)
+        return parsed if isinstance(parsed, str) else parsed.name
+    raise ValueError(f"config must be 'auto', a GemmConfig or a GemmConfig name, got {type(config).__name__}")

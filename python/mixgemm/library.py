@@ -1,0 +1,210 @@
+"""``torch.library`` custom ops over mixgemm's kernels, so they work under ``torch.compile`` and CUDA graphs.
+
+Registered in the ``mixgemm`` namespace when this module is imported (``import mixgemm`` does it)::
+
+    mixgemm::awq_dequantize(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor
+    mixgemm::awq_gemm_baseline(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, int split_k_iters) -> Tensor
+    mixgemm::gemm(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, int group_size,
+                  int n, int k, str config) -> Tensor
+
+Why custom ops: ``torch.compile`` cannot trace into calls to ``mixgemm._C``: they take raw ``data_ptr()``
+integers, which the fake tensors used for tracing do not have. Behind a custom op the
+compiler sees one opaque node whose output shape comes from a *fake* implementation, and calls the real one
+at run time. The real implementations are the validated functions of ``ops.py`` / ``baseline.py``, so an
+eager call with a bad argument still raises their ValueError (the dispatcher re-raises a Python kernel's
+exception unchanged). They allocate through PyTorch's caching allocator and launch on the current stream,
+which is what CUDA-graph capture needs.
+
+A :class:`~mixgemm.ops.PackedWeight` is a Python dataclass, which an operator schema cannot carry, so
+``mixgemm::gemm`` takes its tensors and sizes one by one and a GemmConfig travels as its name (see
+``config_names``). The Python wrappers at the bottom (:func:`gemm`, :func:`awq_dequantize`,
+:func:`awq_gemm_baseline`) do that unpacking; use them rather than ``torch.ops.mixgemm.*`` directly.
+"""
+
+# No ``from __future__ import annotations`` here: torch.library reads the annotations of the op functions,
+# and the schemas below are spelled out anyway so that they are exactly the documented ones.
+
+from typing import Optional, Union
+
+import torch
+
+from . import baseline, config_names, ops
+from .config import GemmConfig
+
+_NAMESPACE = "mixgemm"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Custom ops: real implementations (the validated Python entry points) and fake ones (shape and dtype
+# only, used by FakeTensor tracing in torch.compile / torch.export and for meta tensors).
+#
+# All are functional (mutates_args=()): each returns a freshly allocated tensor and leaves its inputs
+# alone. That is what lets the compiler reorder them, and CUDA-graph trees treat them like any other op.
+
+
+@torch.library.custom_op(
+    f"{_NAMESPACE}::awq_dequantize",
+    mutates_args=(),
+    schema="(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor",
+)
+def _awq_dequantize_op(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
+    # Looked up at call time (not bound at import) so a test can stand a CPU reference in for the kernel.
+    return ops.awq_dequantize(qweight, scales, qzeros)
+
+
+@_awq_dequantize_op.register_fake
+def _awq_dequantize_fake(qweight, scales, qzeros):
+    # [K, N] in the scales' dtype: K = qweight rows, N = scales columns (as ops.awq_dequantize allocates).
+    return scales.new_empty((qweight.shape[0], scales.shape[1]))
+
+
+@torch.library.custom_op(
+    f"{_NAMESPACE}::awq_gemm_baseline",
+    mutates_args=(),
+    schema="(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, int split_k_iters) -> Tensor",
+)
+def _awq_gemm_baseline_op(
+    x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, split_k_iters: int
+) -> torch.Tensor:
+    return baseline.awq_gemm(x, qweight, scales, qzeros, split_k_iters)
+
+
+@_awq_gemm_baseline_op.register_fake
+def _awq_gemm_baseline_fake(x, qweight, scales, qzeros, split_k_iters):
+    # The vLLM-style kernel is fp16 only and returns [M, N].
+    return x.new_empty((x.shape[0], scales.shape[1]), dtype=torch.float16)
+
+
+# The schema carries no bit width: the packed tensor's last dimension, words per lane of a 16 x 64 block,
+# says it (4 for int4, 8 for int8; see ops.PackedWeight).
+_BITS_OF_WORDS_PER_LANE = {4: 4, 8: 8}
+
+
+def _bits_of(packed: torch.Tensor) -> int:
+    # Anything else is malformed; 4 lets ops.gemm's shape check report it in its usual words.
+    return _BITS_OF_WORDS_PER_LANE.get(packed.shape[-1], 4) if packed.dim() == 4 else 4
+
+
+@torch.library.custom_op(
+    f"{_NAMESPACE}::gemm",
+    mutates_args=(),
+    schema=(
+        "(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, int group_size, int n, int k, "
+        "str config) -> Tensor"
+    ),
+)
+def _gemm_op(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    offsets: torch.Tensor,
+    bias: Optional[torch.Tensor],
+    group_size: int,
+    n: int,
+    k: int,
+    config: str,
+) -> torch.Tensor:
+    # Rebuilt without `perm`: the wrapper has already gathered x's columns (where the compiler can see and
+    # fuse it), so the weight here is always in the kernel's own K order. Keywords, not positions, so a
+    # field added to PackedWeight later cannot shift these into the wrong slots.
+    weight = ops.PackedWeight(
+        packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed),
+        act_dtype=scales.dtype, n=n, k=k,
+    )
+    return ops.gemm(x, weight, bias, config_names.from_name(config))
+
+
+@_gemm_op.register_fake
+def _gemm_fake(x, packed, scales, offsets, bias, group_size, n, k, config):
+    # A bad config name fails here, at trace time, rather than on the first real call.
+    config_names.from_name(config)
+    return x.new_empty((*x.shape[:-1], n))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Python wrappers: what callers use. They only unpack arguments (code torch.compile traces without graph
+# breaks) and call torch.ops.mixgemm.*.
+
+
+def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
+    """:func:`mixgemm.awq_dequantize` as the custom op ``mixgemm::awq_dequantize``."""
+    return torch.ops.mixgemm.awq_dequantize(qweight, scales, qzeros)
+
+
+def awq_gemm_baseline(
+    x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, split_k_iters: int = 8
+) -> torch.Tensor:
+    """:func:`mixgemm.baseline.awq_gemm` as the custom op ``mixgemm::awq_gemm_baseline``."""
+    return torch.ops.mixgemm.awq_gemm_baseline(x, qweight, scales, qzeros, split_k_iters)
+
+
+ConfigArg = Union[GemmConfig, str]
+
+
+def _config_name(config: ConfigArg) -> str:
+    # No parsing here: under torch.compile this runs as traced code, and a regex would break the graph.
+    # A name string is checked by the op's fake (at trace time) and real (eager) implementations instead.
+    if isinstance(config, GemmConfig):
+        return config.name
+    if isinstance(config, str):
+        return config
+    raise ValueError(f"gemm: config must be 'auto', a GemmConfig or a GemmConfig name, got {type(config).__name__}")
+
+
+def gemm_tensors(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    offsets: torch.Tensor,
+    bias: Optional[torch.Tensor],
+    *,
+    group_size: int,
+    n: int,
+    k: int,
+    perm: Optional[torch.Tensor] = None,
+    config: ConfigArg = "auto",
+) -> torch.Tensor:
+    """:func:`gemm` on a packed weight given field by field (what :class:`mixgemm.nn.QuantLinear` holds).
+
+    ``perm`` is the GPTQ act-order permutation of K: x's columns are gathered with it first.
+    """
+    if perm is not None:
+        # Checked here because a wrong K would otherwise surface as index_select's out-of-range error
+        # instead of gemm's ValueError about x.
+        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != k:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"gemm: x must be a tensor [..., K] with K = {k} (the weight's K), got {got}")
+        # A gather makes a new contiguous tensor; keeping it outside the op lets the compiler fuse it with
+        # whatever produced x.
+        x = x.index_select(-1, perm)
+    return torch.ops.mixgemm.gemm(x, packed, scales, offsets, bias, group_size, n, k, _config_name(config))
+
+
+def gemm(
+    x: torch.Tensor, packed_weight: ops.PackedWeight, bias: Optional[torch.Tensor] = None, config: ConfigArg = "auto"
+) -> torch.Tensor:
+    """:func:`mixgemm.gemm` through the custom op ``mixgemm::gemm``: same arguments, same result.
+
+    ``config`` is ``"auto"``, a :class:`~mixgemm.config.GemmConfig` or its name. Works in eager mode, under
+    CUDA-graph capture and inside ``torch.compile(fullgraph=True)``.
+    """
+    if not isinstance(packed_weight, ops.PackedWeight):
+        raise ValueError(
+            f"gemm: packed must be a PackedWeight from mixgemm.prepack, got {type(packed_weight).__name__}"
+        )
+    # The op rebuilds the PackedWeight from its tensors (bits from the packed shape, act_dtype from the
+    # scales), so a PackedWeight whose fields say otherwise is refused here, as ops.gemm would refuse it.
+    if not isinstance(packed_weight.packed, torch.Tensor) or not isinstance(packed_weight.scales, torch.Tensor):
+        raise ValueError("gemm: packed.packed and packed.scales must be tensors (use mixgemm.prepack)")
+    if packed_weight.bits != _bits_of(packed_weight.packed) or packed_weight.act_dtype != packed_weight.scales.dtype:
+        raise ValueError(
+            f"gemm: packed disagrees with its tensors: bits = {packed_weight.bits} with packed shape "
+            f"{tuple(packed_weight.packed.shape)}, act_dtype = {packed_weight.act_dtype} with scales of "
+            f"{packed_weight.scales.dtype}"
+        )
+    return gemm_tensors(
+        x, packed_weight.packed, packed_weight.scales, packed_weight.offsets, bias,
+        group_size=packed_weight.group_size, n=packed_weight.n, k=packed_weight.k,
+        # getattr: PackedWeight objects from before act-order support have no `perm` at all.
+        perm=getattr(packed_weight, "perm", None), config=config,
+    )
