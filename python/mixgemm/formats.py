@@ -569,6 +569,32 @@ def dequantize(
 # ---------------------------------------------------------------------------
 
 
+def _check_random_weight_args(fn, K, N, group_size, dtype, k_pack: int, n_pack: int) -> None:
+    for name, v in (("K", K), ("N", N)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{fn}: {name} must be a positive int, got {v!r}")
+    if k_pack > 1:
+        _check_divisible(fn, "K", "a value", K, k_pack)
+    _check_divisible(fn, "N", "a value", N, n_pack)
+    _check_group_size(fn, group_size, K)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"{fn}: dtype must be a floating-point torch.dtype, got {dtype!r}")
+
+
+def _random_kwargs(generator, device) -> dict:
+    # Random numbers are drawn on the generator's device (torch requires that), then moved to `device`.
+    gen_device = generator.device if generator is not None else torch.device(device)
+    return dict(generator=generator, device=gen_device)
+
+
+def _random_scales(G: int, N: int, dtype, kw: dict, divisor: float) -> torch.Tensor:
+    """sign * (0.002 + 0.01 |normal|) / divisor: realistic magnitudes, both signs (kernels must not assume
+    s > 0), never zero."""
+    magnitude = (0.002 + 0.01 * torch.randn((G, N), dtype=torch.float32, **kw).abs()) / divisor
+    sign = torch.randint(0, 2, (G, N), dtype=torch.int64, **kw) * 2 - 1
+    return (sign * magnitude).to(dtype)
+
+
 def random_awq_weight(
     K: int,
     N: int,
@@ -588,23 +614,13 @@ def random_awq_weight(
     and moved to ``device``.
     """
     fn = "random_awq_weight"
-    for name, v in (("K", K), ("N", N)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{fn}: {name} must be a positive int, got {v!r}")
-    _check_divisible(fn, "N", "a value", N, PACK)
-    _check_group_size(fn, group_size, K)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"{fn}: dtype must be a floating-point torch.dtype, got {dtype!r}")
-
-    gen_device = generator.device if generator is not None else torch.device(device)
+    _check_random_weight_args(fn, K, N, group_size, dtype, k_pack=1, n_pack=PACK)
     G = K // group_size
-    kw = dict(generator=generator, device=gen_device)
+    kw = _random_kwargs(generator, device)
 
     q = torch.randint(0, _MAX_NIBBLE + 1, (K, N), dtype=torch.int64, **kw)
     z = torch.randint(0, _MAX_NIBBLE + 1, (G, N), dtype=torch.int64, **kw)
-    magnitude = 0.002 + 0.01 * torch.randn((G, N), dtype=torch.float32, **kw).abs()
-    sign = torch.randint(0, 2, (G, N), dtype=torch.int64, **kw) * 2 - 1
-    scales = (sign * magnitude).to(dtype)
+    scales = _random_scales(G, N, dtype, kw, divisor=1)
 
     return dict(
         qweight=pack_awq(q).to(device),
@@ -636,23 +652,12 @@ def random_gptq_int8_weight(
     Random numbers are drawn on the generator's device and moved to ``device``.
     """
     fn = "random_gptq_int8_weight"
-    for name, v in (("K", K), ("N", N)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{fn}: {name} must be a positive int, got {v!r}")
-    _check_divisible(fn, "K", "a value", K, PACK_INT8)
-    _check_divisible(fn, "N", "a value", N, PACK_INT8)
-    _check_group_size(fn, group_size, K)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"{fn}: dtype must be a floating-point torch.dtype, got {dtype!r}")
-
-    gen_device = generator.device if generator is not None else torch.device(device)
+    _check_random_weight_args(fn, K, N, group_size, dtype, k_pack=PACK_INT8, n_pack=PACK_INT8)
     G = K // group_size
-    kw = dict(generator=generator, device=gen_device)
+    kw = _random_kwargs(generator, device)
 
     q = torch.randint(0, _MAX_BYTE + 1, (K, N), dtype=torch.int64, **kw)
-    magnitude = (0.002 + 0.01 * torch.randn((G, N), dtype=torch.float32, **kw).abs()) / 16
-    sign = torch.randint(0, 2, (G, N), dtype=torch.int64, **kw) * 2 - 1
-    scales = (sign * magnitude).to(dtype)
+    scales = _random_scales(G, N, dtype, kw, divisor=16)
     qzeros = None
     if not symmetric:
         z = torch.randint(0, _MAX_BYTE + 1, (G, N), dtype=torch.int64, **kw)

@@ -310,6 +310,28 @@ def _unpack_awq(packed: torch.Tensor) -> torch.Tensor:
     return nibbles.index_select(-1, where).reshape(R, 8 * C).to(torch.uint8)
 
 
+def _check_scales_and_zeros(fn, qweight, scales, qzeros, K, N, group_size, values_per_word, packing):
+    """The group size divides K, and scales [K/G, N] and packed qzeros [K/G, N/values_per_word] (or None)
+    sit on qweight's device."""
+    _check_group_size(fn, group_size, K)
+    groups = K // group_size
+    _require(
+        tuple(scales.shape) == (groups, N),
+        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
+    )
+    _require(scales.device == qweight.device, f"{fn}: scales must be on the device of qweight")
+    if qzeros is None:
+        return
+    zero_cols = N // values_per_word
+    _check_tensor(fn, "qzeros", qzeros, 2, (torch.int32,), f"int32 ({packing}, [K/G, N/{values_per_word}])")
+    _require(
+        tuple(qzeros.shape) == (groups, zero_cols),
+        f"{fn}: qzeros must have shape [K/group_size, N/{values_per_word}] = {(groups, zero_cols)} "
+        f"(got {tuple(qzeros.shape)})",
+    )
+    _require(qzeros.device == qweight.device, f"{fn}: qzeros must be on the device of qweight")
+
+
 def prepack_awq_reference(
     qweight: torch.Tensor,
     scales: torch.Tensor,
@@ -331,22 +353,8 @@ def prepack_awq_reference(
         N > 0 and N % BLOCK_N == 0,
         f"{fn}: qweight must have N = 8 * dim 1 a positive multiple of 64 (got N={N})",
     )
-    _check_group_size(fn, group_size, K)
-    groups = K // group_size
-    _require(
-        tuple(scales.shape) == (groups, N),
-        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
-    )
-    _require(scales.device == qweight.device, f"{fn}: scales must be on the device of qweight")
-    zeros = None
-    if qzeros is not None:
-        _check_tensor(fn, "qzeros", qzeros, 2, (torch.int32,), "int32 (AWQ packing, [K/G, N/8])")
-        _require(
-            tuple(qzeros.shape) == (groups, N // 8),
-            f"{fn}: qzeros must have shape [K/group_size, N/8] = {(groups, N // 8)} (got {tuple(qzeros.shape)})",
-        )
-        _require(qzeros.device == qweight.device, f"{fn}: qzeros must be on the device of qweight")
-        zeros = _unpack_awq(qzeros)
+    _check_scales_and_zeros(fn, qweight, scales, qzeros, K, N, group_size, 8, "AWQ packing")
+    zeros = _unpack_awq(qzeros) if qzeros is not None else None
 
     packed = pack_int4_kernel_layout(_unpack_awq(qweight))
     offsets = fold_zero_points(scales, zeros, scales.dtype)
@@ -418,22 +426,8 @@ def prepack_gptq_int8_reference(
         f"{fn}: qweight must have K = 4 * dim 0 a positive multiple of 16 (got K={K})",
     )
     _require(N > 0 and N % BLOCK_N == 0, f"{fn}: qweight must have N (dim 1) a positive multiple of 64 (got N={N})")
-    _check_group_size(fn, group_size, K)
-    groups = K // group_size
-    _require(
-        tuple(scales.shape) == (groups, N),
-        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
-    )
-    _require(scales.device == qweight.device, f"{fn}: scales must be on the device of qweight")
-    zeros = None
-    if qzeros is not None:
-        _check_tensor(fn, "qzeros", qzeros, 2, (torch.int32,), "int32 (GPTQ 8-bit packing, [K/G, N/4])")
-        _require(
-            tuple(qzeros.shape) == (groups, N // 4),
-            f"{fn}: qzeros must have shape [K/group_size, N/4] = {(groups, N // 4)} (got {tuple(qzeros.shape)})",
-        )
-        _require(qzeros.device == qweight.device, f"{fn}: qzeros must be on the device of qweight")
-        zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1)
+    _check_scales_and_zeros(fn, qweight, scales, qzeros, K, N, group_size, 4, "GPTQ 8-bit packing")
+    zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1) if qzeros is not None else None
 
     return prepack_int8_reference(formats.unpack_gptq_qweight_int8(qweight), scales, zeros, group_size)
 
