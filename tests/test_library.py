@@ -8,7 +8,7 @@ Without a GPU the real kernels cannot run, so three things are checked separatel
   their ValueError unchanged;
 * the plumbing around the kernel (argument unpacking, act-order gather, QuantLinear buffers, safetensors
   reading, torch.compile tracing without graph breaks) end to end, with the kernel entry points that the ops
-  call (``ops.gemm``, ``ops.prepack``) replaced by their pure-PyTorch references from prepack_ref.py.
+  call (``ops.gemm``, ``packing.prepack``) replaced by their pure-PyTorch references from prepack_ref.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from safetensors.torch import save_file
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import mixgemm
-from mixgemm import config_names, formats, library, ops
+from mixgemm import config_names, formats, library, ops, packing
 from mixgemm.bench import cli
 from mixgemm.config import GemmConfig
 from mixgemm.nn import QuantLinear, read_checkpoint_tensors
@@ -97,7 +97,7 @@ def test_fake_awq_gemm_baseline():
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_fake_gemm(lead, dtype, with_bias):
     with FakeTensorMode():
-        weight = ops.PackedWeight(*packed_shapes(dtype=dtype, device="cuda"), G, 4, dtype, N, K)
+        weight = packing.PackedWeight(*packed_shapes(dtype=dtype, device="cuda"), G, 4, dtype, N, K)
         x = torch.empty(*lead, K, dtype=dtype, device="cuda")
         bias = torch.empty(N, dtype=dtype, device="cuda") if with_bias else None
         out = library.gemm(x, weight, bias, config=A_CONFIG)
@@ -107,7 +107,7 @@ def test_fake_gemm(lead, dtype, with_bias):
 def test_fake_gemm_with_act_order_gathers_x():
     with FakeTensorMode():
         perm = torch.empty(K, dtype=torch.int64, device="cuda")
-        weight = ops.PackedWeight(*packed_shapes(device="cuda"), G, 4, F16, N, K, perm)
+        weight = packing.PackedWeight(*packed_shapes(device="cuda"), G, 4, F16, N, K, perm)
         out = library.gemm(torch.empty(3, K, dtype=F16, device="cuda"), weight)
     assert tuple(out.shape) == (3, N) and out.device.type == "cuda"
 
@@ -144,7 +144,7 @@ def test_eager_awq_gemm_baseline_error_names_the_argument():
 
 
 def test_eager_gemm_errors_name_the_argument():
-    weight = ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
+    weight = packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
     with pytest.raises(ValueError, match=r"^gemm: x must be on a CUDA device"):
         library.gemm(torch.zeros(2, K, dtype=F16), weight)
     with pytest.raises(ValueError, match=r"^gemm: x.shape\[-1\] must equal the weight's K = 256"):
@@ -179,23 +179,23 @@ def test_eager_errors_past_the_device_rule(cpu_as_cuda):
         torch.ops.mixgemm.gemm(x, *packed_shapes(), None, G // 2, N, K, "auto")
     # Valid calls: the device-level RuntimeError comes through the dispatcher unchanged too.
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
-        library.gemm(x, ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K), config=A_CONFIG)
+        library.gemm(x, packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K), config=A_CONFIG)
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         library.awq_dequantize(*awq_shapes())
 
 
 def test_gemm_wrapper_argument_errors():
-    weight = ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
+    weight = packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
     x = torch.zeros(2, K, dtype=F16)
     with pytest.raises(ValueError, match=r"^gemm: packed must be a PackedWeight"):
         library.gemm(x, packed_shapes()[0])
     with pytest.raises(ValueError, match=r"^gemm: config must be 'auto', a GemmConfig or a GemmConfig name"):
         library.gemm(x, weight, config=3)
     with pytest.raises(ValueError, match=r"^gemm: packed disagrees with its tensors: .* act_dtype = torch.bfloat16"):
-        library.gemm(x, ops.PackedWeight(*packed_shapes(), G, 4, BF16, N, K))
+        library.gemm(x, packing.PackedWeight(*packed_shapes(), G, 4, BF16, N, K))
     with pytest.raises(ValueError, match=r"^gemm: packed disagrees with its tensors: bits = 8 with packed shape"):
-        library.gemm(x, ops.PackedWeight(*packed_shapes(), G, 8, F16, N, K))
-    act_order = ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K, torch.arange(K))
+        library.gemm(x, packing.PackedWeight(*packed_shapes(), G, 8, F16, N, K))
+    act_order = packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K, torch.arange(K))
     with pytest.raises(ValueError, match=r"^gemm: x must be a tensor \[\.\.\., K\] with K = 256"):
         library.gemm(torch.zeros(2, K - 16, dtype=F16), act_order)
 
@@ -247,19 +247,19 @@ def reference_gemm(x, packed, bias=None, config="auto"):
 
 
 def reference_prepack(qweight, scales, qzeros=None, group_size=None, *, format="awq", gptq_v1=False, g_idx=None):
-    """ops.prepack's result on the CPU (AWQ and plain GPTQ; act-order is the GPU tests' business)."""
+    """packing.prepack's result on the CPU (AWQ and plain GPTQ; act-order is the GPU tests' business)."""
     assert g_idx is None
     if format == "gptq":
         qweight, qzeros = formats.gptq_to_awq(qweight, qzeros, v1=gptq_v1)
     group_size = group_size or qweight.shape[0] // scales.shape[0]
     packed, s, o = prepack_awq_reference(qweight, scales, qzeros, group_size)
-    return ops.PackedWeight(packed, s, o, group_size, 4, scales.dtype, scales.shape[1], qweight.shape[0])
+    return packing.PackedWeight(packed, s, o, group_size, 4, scales.dtype, scales.shape[1], qweight.shape[0])
 
 
 @pytest.fixture
 def cpu_kernels(monkeypatch):
     monkeypatch.setattr(ops, "gemm", reference_gemm)
-    monkeypatch.setattr(ops, "prepack", reference_prepack)
+    monkeypatch.setattr(packing, "prepack", reference_prepack)
 
 
 def random_layer(dtype=F16, k=K, n=N, g=G, seed=0):
@@ -285,7 +285,7 @@ def test_library_gemm_act_order_gathers_x_before_the_op(cpu_kernels):
     weight = reference_prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     perm = torch.randperm(K, generator=torch.Generator().manual_seed(1))
     x = torch.randn(3, K).to(F16)
-    permuted = ops.PackedWeight(weight.packed, weight.scales, weight.offsets, G, 4, F16, N, K, perm)
+    permuted = packing.PackedWeight(weight.packed, weight.scales, weight.offsets, G, 4, F16, N, K, perm)
     assert torch.equal(library.gemm(x, permuted), library.gemm(x[:, perm], weight))
 
 
@@ -294,8 +294,8 @@ def test_op_takes_the_bit_width_from_the_packed_shape(monkeypatch):
     monkeypatch.setattr(ops, "gemm", lambda x, packed, bias, config: seen.append(packed.bits) or x.new_zeros(1, N))
     int8_packed = torch.zeros(N // 64, K // 16, 32, 8, dtype=I32)  # 8 words per lane: int8
     x = torch.zeros(1, K, dtype=F16)
-    library.gemm(x, ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K))
-    library.gemm(x, ops.PackedWeight(int8_packed, *packed_shapes()[1:], G, 8, F16, N, K))
+    library.gemm(x, packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K))
+    library.gemm(x, packing.PackedWeight(int8_packed, *packed_shapes()[1:], G, 8, F16, N, K))
     assert seen == [4, 8]
 
 
@@ -337,7 +337,7 @@ def test_quant_linear_buffers_repr_and_state_dict(cpu_kernels):
     assert weight.packed is layer.packed and (weight.n, weight.k, weight.perm) == (N, K, None)
 
     perm = torch.arange(K).flip(0)
-    act_order = QuantLinear(ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K, perm))
+    act_order = QuantLinear(packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K, perm))
     assert act_order.perm is perm and "perm" in act_order.state_dict()
     assert repr(act_order).endswith("bias=False, act_order=True)")
 
@@ -347,9 +347,9 @@ def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
 
     def recording_prepack(*args, **kwargs):
         calls.append(kwargs)
-        return ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
+        return packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
 
-    monkeypatch.setattr(ops, "prepack", recording_prepack)
+    monkeypatch.setattr(packing, "prepack", recording_prepack)
     QuantLinear.from_gptq(*awq_shapes())
     QuantLinear.from_gptq(*awq_shapes(), g_idx=torch.zeros(K, dtype=I32), v1=True, bits=8)
     # Only what differs from the defaults is passed, so older prepack signatures keep working.
@@ -360,7 +360,7 @@ def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
 
 
 def test_quant_linear_argument_errors():
-    weight = ops.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
+    weight = packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
     with pytest.raises(ValueError, match=r"^QuantLinear: bias must be a tensor of shape \(128,\), got \(64,\)"):
         QuantLinear(weight, torch.zeros(64))
     with pytest.raises(ValueError, match="invalid config 'fast'"):
@@ -384,7 +384,7 @@ def test_compile_fullgraph_library_gemm(cpu_kernels):
     ckpt = random_layer()
     weight = reference_prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     perm = torch.randperm(K, generator=torch.Generator().manual_seed(2))
-    act_order = ops.PackedWeight(weight.packed, weight.scales, weight.offsets, G, 4, F16, N, K, perm)
+    act_order = packing.PackedWeight(weight.packed, weight.scales, weight.offsets, G, 4, F16, N, K, perm)
     bias = ckpt["bias"]
 
     def f(x):

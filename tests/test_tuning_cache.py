@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import mixgemm
-from mixgemm import ops, tuning
+from mixgemm import ops, packing, tuning
 from mixgemm.config import GemmConfig
 
 GPU = "NVIDIA H100 80GB HBM3"
@@ -217,7 +217,7 @@ def fake_device(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: Properties())
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))
     K, N, G = 4096, 4096, 128
-    packed = ops.PackedWeight(torch.zeros(1, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
+    packed = packing.PackedWeight(torch.zeros(1, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
                               torch.zeros(K // G, N, dtype=torch.float16), G, 4, torch.float16, N, K)
     return packed
 

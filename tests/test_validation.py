@@ -23,7 +23,7 @@ import torch
 
 import mixgemm
 import mixgemm._C as _C
-from mixgemm import _checks, baseline, ops, tuning
+from mixgemm import _checks, baseline, ops, packing, tuning
 from mixgemm.config import GemmConfig
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
@@ -50,7 +50,7 @@ def gptq_tensors(k=K, n=N, groups=G, dtype=F16):
     )
 
 
-def packed_weight(n=N, k=K, groups=G, dtype=F16, **overrides) -> ops.PackedWeight:
+def packed_weight(n=N, k=K, groups=G, dtype=F16, **overrides) -> packing.PackedWeight:
     """A PackedWeight built by hand from CPU tensors of the right shapes."""
     fields = dict(
         packed=torch.zeros(n // 64, k // 16, 32, 4, dtype=I32),
@@ -63,7 +63,7 @@ def packed_weight(n=N, k=K, groups=G, dtype=F16, **overrides) -> ops.PackedWeigh
         k=k,
     )
     fields.update(overrides)
-    return ops.PackedWeight(**fields)
+    return packing.PackedWeight(**fields)
 
 
 def misaligned(shape, dtype):
@@ -410,7 +410,7 @@ class TestBaselineAwqGemm:
 
 
 # ===================================================================================================
-# mixgemm.ops.prepack_awq_tensors
+# mixgemm.packing.prepack_awq_tensors
 # ===================================================================================================
 
 
@@ -418,7 +418,7 @@ class TestPrepackAwqTensors:
     def call(self, group_size=K // G, **overrides):
         args = awq_tensors()
         args.update(overrides)
-        return ops.prepack_awq_tensors(args["qweight"], args["scales"], args["qzeros"], group_size)
+        return packing.prepack_awq_tensors(args["qweight"], args["scales"], args["qzeros"], group_size)
 
     @pytest.mark.parametrize(
         "overrides, pattern",
@@ -740,11 +740,11 @@ class TestActOrder:
     """The g_idx rules, checked before anything reaches the GPU."""
 
     def test_plain_g_idx_needs_no_permutation(self):
-        assert ops._act_order_permutation("f", torch.arange(256) // 64, 256, 4) is None
+        assert packing._act_order_permutation("f", torch.arange(256) // 64, 256, 4) is None
 
     def test_scattered_groups_give_a_sorting_permutation(self):
         g_idx = torch.randperm(256) % 4
-        perm = ops._act_order_permutation("f", g_idx, 256, 4)
+        perm = packing._act_order_permutation("f", g_idx, 256, 4)
         assert torch.equal(g_idx[perm], torch.arange(256) // 64)
 
     @pytest.mark.parametrize(
@@ -758,7 +758,7 @@ class TestActOrder:
     )
     def test_bad_g_idx(self, g_idx, pattern):
         with pytest.raises(ValueError, match=rf"^f: {pattern}"):
-            ops._act_order_permutation("f", g_idx, 256, 4)
+            packing._act_order_permutation("f", g_idx, 256, 4)
 
     def test_g_idx_needs_the_gptq_format(self, cpu_as_cuda):
         with pytest.raises(ValueError, match=r"^prepack: g_idx \(act-order\) is a GPTQ field"):

@@ -8,7 +8,8 @@ quantizers in PyTorch, the references). The compiled core is ``mixgemm._C``.
 
 from . import baseline, formats
 from .config import GemmConfig, compiled_configs
-from .ops import PackedWeight, awq_dequantize, gemm, prepack
+from .ops import awq_dequantize, gemm
+from .packing import PackedWeight, prepack
 from . import library, nn  # library registers the torch.ops.mixgemm custom ops
 
 __all__ = [

@@ -11,6 +11,8 @@ from typing import Iterable
 
 import torch
 
+# Activation (and scale) dtypes the kernels take.
+ACT_DTYPES = (torch.float16, torch.bfloat16)
 # 16-byte vector loads and cp.async need every base address aligned to 16 bytes.
 ALIGNMENT_BYTES = 16
 # Our kernels use mma.sync m16n8k16 with fp16/bf16 operands and cp.async: Ampere (sm_80) or newer.

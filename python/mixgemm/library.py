@@ -15,7 +15,7 @@ eager call with a bad argument still raises their ValueError (the dispatcher re-
 exception unchanged). They allocate through PyTorch's caching allocator and launch on the current stream,
 which is what CUDA-graph capture needs.
 
-A :class:`~mixgemm.ops.PackedWeight` is a Python dataclass, which an operator schema cannot carry, so
+A :class:`~mixgemm.packing.PackedWeight` is a Python dataclass, which an operator schema cannot carry, so
 ``mixgemm::gemm`` takes its tensors and sizes one by one and a GemmConfig travels as its name (see
 ``config_names``). The Python wrappers at the bottom (:func:`gemm`, :func:`awq_dequantize`,
 :func:`awq_gemm_baseline`) do that unpacking; use them rather than ``torch.ops.mixgemm.*`` directly.
@@ -28,7 +28,7 @@ from typing import Optional, Union
 
 import torch
 
-from . import baseline, config_names, ops
+from . import baseline, config_names, ops, packing
 from .config import GemmConfig
 
 _NAMESPACE = "mixgemm"
@@ -76,7 +76,7 @@ def _awq_gemm_baseline_fake(x, qweight, scales, qzeros, split_k_iters):
 
 
 # The schema carries no bit width: the packed tensor's last dimension, words per lane of a 16 x 64 block,
-# says it (4 for int4, 8 for int8; see ops.PackedWeight).
+# says it (4 for int4, 8 for int8; see packing.PackedWeight).
 _BITS_OF_WORDS_PER_LANE = {4: 4, 8: 8}
 
 
@@ -107,7 +107,7 @@ def _gemm_op(
     # Rebuilt without `perm`: the wrapper has already gathered x's columns (where the compiler can see and
     # fuse it), so the weight here is always in the kernel's own K order. Keywords, not positions, so a
     # field added to PackedWeight later cannot shift these into the wrong slots.
-    weight = ops.PackedWeight(
+    weight = packing.PackedWeight(
         packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed),
         act_dtype=scales.dtype, n=n, k=k,
     )
@@ -181,14 +181,14 @@ def gemm_tensors(
 
 
 def gemm(
-    x: torch.Tensor, packed_weight: ops.PackedWeight, bias: Optional[torch.Tensor] = None, config: ConfigArg = "auto"
+    x: torch.Tensor, packed_weight: packing.PackedWeight, bias: Optional[torch.Tensor] = None, config: ConfigArg = "auto"
 ) -> torch.Tensor:
     """:func:`mixgemm.gemm` through the custom op ``mixgemm::gemm``: same arguments, same result.
 
     ``config`` is ``"auto"``, a :class:`~mixgemm.config.GemmConfig` or its name. Works in eager mode, under
     CUDA-graph capture and inside ``torch.compile(fullgraph=True)``.
     """
-    if not isinstance(packed_weight, ops.PackedWeight):
+    if not isinstance(packed_weight, packing.PackedWeight):
         raise ValueError(
             f"gemm: packed must be a PackedWeight from mixgemm.prepack, got {type(packed_weight).__name__}"
         )

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from . import config_names, library, ops
+from . import config_names, library, ops, packing
 
 FORMATS = ("awq", "gptq")
 
@@ -22,7 +22,7 @@ class QuantLinear(torch.nn.Module):
     """``y = x @ W + bias`` for ``x [..., in_features]`` in the weight's activation dtype (fp16 or bf16).
 
     Build it with :meth:`from_awq`, :meth:`from_gptq` or :meth:`from_safetensors`, or directly from a
-    :class:`~mixgemm.ops.PackedWeight`. Buffers (moved by ``.to(device)`` and saved in ``state_dict``):
+    :class:`~mixgemm.packing.PackedWeight`. Buffers (moved by ``.to(device)`` and saved in ``state_dict``):
     ``packed``, ``scales``, ``offsets``, ``perm`` (GPTQ act-order only, else None) and ``bias`` (or None).
     The activation dtype is the scales' dtype; casting the module to fp32 (``.float()``) makes it unusable,
     since the kernel takes fp16/bf16 only.
@@ -33,14 +33,14 @@ class QuantLinear(torch.nn.Module):
 
     def __init__(
         self,
-        packed_weight: ops.PackedWeight,
+        packed_weight: packing.PackedWeight,
         bias: Optional[torch.Tensor] = None,
         *,
         config: library.ConfigArg = "auto",
     ) -> None:
         super().__init__()
         fn = "QuantLinear"
-        if not isinstance(packed_weight, ops.PackedWeight):
+        if not isinstance(packed_weight, packing.PackedWeight):
             raise ValueError(f"{fn}: packed_weight must be a PackedWeight from mixgemm.prepack, "
                              f"got {type(packed_weight).__name__}")
         if packed_weight.bits not in (4, 8):
@@ -80,7 +80,7 @@ class QuantLinear(torch.nn.Module):
     ) -> "QuantLinear":
         """From AWQ tensors on the GPU: ``qweight`` int32 ``[K, N/8]``, ``scales`` ``[K/G, N]``, ``qzeros``
         int32 ``[K/G, N/8]`` (None for symmetric weights). ``group_size`` defaults to ``K / (K/G)``."""
-        return cls(ops.prepack(qweight, scales, qzeros, group_size), bias, config=config)
+        return cls(packing.prepack(qweight, scales, qzeros, group_size), bias, config=config)
 
     @classmethod
     def from_gptq(
@@ -107,7 +107,7 @@ class QuantLinear(torch.nn.Module):
         extra = {} if g_idx is None else {"g_idx": g_idx}
         if bits != 4:
             extra["bits"] = bits
-        packed_weight = ops.prepack(qweight, scales, qzeros, format="gptq", gptq_v1=v1, **extra)
+        packed_weight = packing.prepack(qweight, scales, qzeros, format="gptq", gptq_v1=v1, **extra)
         return cls(packed_weight, bias, config=config)
 
     @classmethod
@@ -143,9 +143,9 @@ class QuantLinear(torch.nn.Module):
         """The activation (and output) dtype: that of the scales."""
         return self.scales.dtype
 
-    def packed_weight(self) -> ops.PackedWeight:
-        """The buffers as a :class:`~mixgemm.ops.PackedWeight`, for :func:`mixgemm.gemm` and friends."""
-        return ops.PackedWeight(
+    def packed_weight(self) -> packing.PackedWeight:
+        """The buffers as a :class:`~mixgemm.packing.PackedWeight`, for :func:`mixgemm.gemm` and friends."""
+        return packing.PackedWeight(
             packed=self.packed, scales=self.scales, offsets=self.offsets, group_size=self.group_size, bits=self.bits,
             act_dtype=self.scales.dtype, n=self.out_features, k=self.in_features, perm=self.perm,
         )

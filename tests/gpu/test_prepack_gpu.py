@@ -1,7 +1,7 @@
 """GPU prepack (AWQ -> "mixgemm int4 v1") against the PyTorch reference, bit for bit.
 
 Runs on the device machine (marker `gpu`). The CUDA kernels (cpp/include/mixgemm/prepack/) are reached
-through mixgemm.ops.prepack_awq_tensors(qweight, scales, qzeros, group_size) -> (packed, scales, offsets).
+through mixgemm.packing.prepack_awq_tensors(qweight, scales, qzeros, group_size) -> (packed, scales, offsets).
 Both packed words and offsets must match the reference exactly: the packing is a pure bit permutation,
 and the offsets are one float32 product rounded once, which the kernel and torch round identically.
 """
@@ -14,12 +14,12 @@ import torch
 from mixgemm.prepack_ref import prepack_awq_reference, unpack_int4_kernel_layout
 
 
-def _ops():
+def _packing():
     # Imported when a test runs, not at collection: on a machine without a GPU tests/conftest.py
     # deselects these tests, and collecting this file must not need the CUDA extension.
-    from mixgemm import ops
+    from mixgemm import packing
 
-    return ops
+    return packing
 
 # (K, N, group_size): the smallest legal block, odd block counts, per-channel groups, and LLM-sized layers.
 SHAPES = [
@@ -52,7 +52,7 @@ def arbitrary_scales(shape, dtype, gen) -> torch.Tensor:
 
 
 def assert_bit_exact(K, N, G, qweight, scales, qzeros, reference_device="cpu"):
-    packed, out_scales, offsets = _ops().prepack_awq_tensors(qweight, scales, qzeros, G)
+    packed, out_scales, offsets = _packing().prepack_awq_tensors(qweight, scales, qzeros, G)
     ref_packed, ref_scales, ref_offsets = prepack_awq_reference(
         qweight.to(reference_device), scales.to(reference_device), qzeros.to(reference_device), G
     )
@@ -101,7 +101,7 @@ def test_prepack_awq_all_ones_and_zeros():
     for fill in (-1, 0):
         qweight = torch.full((K, N // 8), fill, dtype=torch.int32, device="cuda")
         qzeros = torch.full((K // G, N // 8), fill, dtype=torch.int32, device="cuda")
-        packed, _, offsets = _ops().prepack_awq_tensors(qweight, scales, qzeros, G)
+        packed, _, offsets = _packing().prepack_awq_tensors(qweight, scales, qzeros, G)
         assert torch.all(packed == fill)
         assert torch.all(offsets == (-7.5 if fill == -1 else 0.0))
         assert_bit_exact(K, N, G, qweight, scales, qzeros)
@@ -131,6 +131,6 @@ def test_prepack_awq_output_not_poisoned():
     # Fill the caching allocator's free blocks with a pattern, so unwritten output would show as garbage.
     junk = torch.full((4 * K * N // 8,), 0x5A5A5A5A, dtype=torch.int32, device="cuda")
     del junk
-    packed, _, _ = _ops().prepack_awq_tensors(qweight, scales, qzeros, G)
+    packed, _, _ = _packing().prepack_awq_tensors(qweight, scales, qzeros, G)
     ref = prepack_awq_reference(qweight.cpu(), scales.cpu(), qzeros.cpu(), G)[0]
     assert torch.equal(unpack_int4_kernel_layout(packed.cpu()), unpack_int4_kernel_layout(ref))

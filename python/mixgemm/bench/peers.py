@@ -20,7 +20,8 @@ from typing import Callable
 import torch
 
 from .. import baseline, formats
-from ..ops import awq_dequantize, gemm, prepack, resolve_config
+from ..ops import awq_dequantize, gemm, resolve_config
+from ..packing import prepack
 from .timing import copies_for
 
 DEVICE = "cuda"

@@ -1,0 +1,249 @@
+"""Prepack: AWQ / GPTQ checkpoints -> our kernel layout, and the PackedWeight that holds the result.
+
+DESIGN.md section 1, "Kernel layout (ours)"; python/mixgemm/prepack_ref.py specifies every bit and is
+the PyTorch twin the tests compare against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import _checks
+from ._checks import ACT_DTYPES
+from ._runtime import extension, stream
+
+_PACKED_STRIP_N = 64  # columns per packed strip
+_K_SLAB = 16  # K rows per packed slab (one mma k-step)
+# Words per lane per 16 x 64 packed block: 4 sub-blocks of 16 x 16, one word each (int4) or two (int8).
+_WORDS_PER_LANE = {4: 4, 8: 8}
+
+
+@dataclasses.dataclass
+class PackedWeight:
+    """A weight in our kernel layout, ready for :func:`gemm`.
+
+    ``packed`` int32 ``[N/64, K/16, 32, 4]`` for int4, ``[N/64, K/16, 32, 8]`` for int8 (prepack_ref.py
+    documents each bit; values stored unsigned, int8 biased by 128); ``scales`` and
+    ``offsets`` (``= -zero * scale``, zero = 8 for symmetric weights) ``[K/G, N]`` in ``act_dtype``.
+    """
+
+    packed: torch.Tensor
+    scales: torch.Tensor
+    offsets: torch.Tensor
+    group_size: int
+    bits: int
+    act_dtype: torch.dtype
+    n: int
+    k: int
+    # GPTQ act-order: K was permuted at prepack time so groups are contiguous; gemm() gathers x's columns
+    # with it (x[:, perm] @ W[perm] == x @ W). None for every other checkpoint.
+    perm: torch.Tensor | None = None
+
+
+# Symmetric (scale-only) int4 weights store q_signed + 8: W = (q - 8) * s.
+_SYMMETRIC_ZERO = 8
+
+
+def prepack_awq_tensors(
+    qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None, group_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GPU twin of ``prepack_ref.prepack_awq_reference``: ``(packed, scales, offsets)``.
+
+    ``qzeros=None`` means symmetric weights (zero point 8).
+    """
+    fn = "prepack"
+    if not isinstance(group_size, int) or isinstance(group_size, bool):
+        raise ValueError(f"{fn}: group_size must be an int, got {group_size!r}")
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+        _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
+    else:
+        _checks.check_same_device(fn, qweight=qweight, scales=scales)
+    K, N = qweight.shape[0], scales.shape[1]
+    _checks.check_shape(fn, "qweight", qweight, (K, N // 8), "[K, N/8] with N = scales.shape[1]")
+    if N == 0 or N % _PACKED_STRIP_N != 0:
+        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
+    if K == 0 or K % _K_SLAB != 0:
+        raise ValueError(f"{fn}: K = qweight.shape[0] must be a positive multiple of {_K_SLAB}, got {K}")
+    if _checks.group_size_of(fn, K, scales.shape[0]) != group_size:
+        raise ValueError(
+            f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {K // scales.shape[0]}"
+        )
+    if qzeros is not None:
+        _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
+    _checks.check_device_supported(fn, qweight.device)
+
+    stream = stream(qweight.device)
+    packed = torch.empty((N // _PACKED_STRIP_N, K // _K_SLAB, 32, 4), dtype=torch.int32, device=qweight.device)
+    extension().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, stream)
+    if qzeros is None:
+        # The same single rounding as the kernel's -(z * s): the product is exact in float32.
+        offsets = (-(_SYMMETRIC_ZERO * scales.float())).to(scales.dtype)
+    else:
+        offsets = torch.empty_like(scales)
+        extension().fold_awq_zeros(
+            qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
+            scales.dtype == torch.bfloat16, stream,
+        )
+    return packed, scales.clone(), offsets
+
+
+def _act_order_permutation(fn: str, g_idx: torch.Tensor, K: int, groups: int) -> torch.Tensor | None:
+    """The K permutation that makes act-order groups contiguous, or None when g_idx is the plain k // G.
+
+    Rows are stably sorted by group; each group must then hold exactly K / groups rows, so row i of the
+    permuted weight belongs to group i // G as the kernel assumes.
+    """
+    if not isinstance(g_idx, torch.Tensor) or g_idx.dim() != 1 or g_idx.shape[0] != K:
+        raise ValueError(f"{fn}: g_idx must be a 1-D tensor of K = {K} group indices")
+    if g_idx.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{fn}: g_idx must have dtype int32 or int64, got {g_idx.dtype}")
+    g_idx = g_idx.long()
+    G = K // groups
+    if int(g_idx.min()) < 0 or int(g_idx.max()) >= groups:
+        raise ValueError(f"{fn}: g_idx values must lie in [0, {groups}) (one per scale row)")
+    if torch.equal(g_idx, torch.arange(K, device=g_idx.device) // G):
+        return None
+    counts = torch.bincount(g_idx, minlength=groups)
+    if not bool((counts == G).all()):
+        raise ValueError(f"{fn}: every group of g_idx must hold exactly group_size = {G} rows of K")
+    return torch.sort(g_idx, stable=True).indices
+
+
+def prepack(
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    qzeros: torch.Tensor | None = None,
+    group_size: int | None = None,
+    *,
+    format: str = "awq",
+    gptq_v1: bool = False,
+    g_idx: torch.Tensor | None = None,
+    bits: int = 4,
+) -> PackedWeight:
+    """Rewrites an AWQ (default) or GPTQ int4 checkpoint into our kernel layout on the GPU.
+
+    AWQ: ``qweight`` int32 ``[K, N/8]``, ``qzeros`` int32 ``[K/G, N/8]``, ``scales`` ``[K/G, N]``.
+    GPTQ: ``qweight`` int32 ``[K/8, N]`` packed along K, ``qzeros`` ``[K/G, N/8]`` in natural order
+    (``gptq_v1=True`` for classic checkpoints storing ``z - 1``), and optionally act-order ``g_idx``
+    ``[K]``: K is then permuted once here so each group is contiguous, and :func:`gemm` gathers x's
+    columns to match. ``qzeros=None`` means symmetric (scale-only) weights, ``W = (q - 8) * s``.
+    ``group_size`` defaults to ``K / scales.shape[0]``. The activation dtype is the scales' dtype.
+    ``bits=8``: GPTQ 8-bit checkpoints (``qweight`` int32 ``[K/4, N]``, ``qzeros`` ``[K/G, N/4]``; no
+    zeros means symmetric, ``W = (q - 128) * s``).
+    """
+    fn = "prepack"
+    if format not in ("awq", "gptq"):
+        raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
+    if bits not in (4, 8):
+        raise ValueError(f"{fn}: bits must be 4 or 8, got {bits!r}")
+    if bits == 8:
+        if format != "gptq":
+            raise ValueError(f"{fn}: 8-bit weights come in the GPTQ layout; pass format='gptq'")
+        return _prepack_gptq_int8(qweight, scales, qzeros, group_size, gptq_v1, g_idx)
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2)
+    if g_idx is not None and format != "gptq":
+        raise ValueError(f"{fn}: g_idx (act-order) is a GPTQ field; pass format='gptq'")
+    perm = None
+    if format == "gptq":
+        from . import formats
+
+        K = qweight.shape[0] * 8
+        q = formats.unpack_gptq_qweight(qweight)  # [K, N]
+        if g_idx is not None:
+            _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
+            perm = _act_order_permutation(fn, g_idx, K, scales.shape[0])
+            if perm is not None:
+                q = q.index_select(0, perm)
+        qweight = formats.pack_awq(q)
+        if qzeros is not None:
+            qzeros = formats.pack_awq(formats.unpack_gptq_zeros(qzeros, v1=gptq_v1))
+    K = qweight.shape[0]
+    if group_size is None:
+        group_size = _checks.group_size_of(fn, K, scales.shape[0])
+    packed, scales_out, offsets = prepack_awq_tensors(qweight, scales, qzeros, group_size)
+    return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K, perm)
+
+
+def _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1: bool, g_idx) -> PackedWeight:
+    """int8 prepack: the PyTorch twin (prepack_ref) run on the GPU tensors. It is a handful of gathers
+    over K N bytes, memory bound like the int4 kernel, so it needs no kernel of its own."""
+    from . import formats, prepack_ref
+
+    fn = "prepack"
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
+        _checks.check_same_device(fn, qweight=qweight, qzeros=qzeros)
+    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2)
+    _checks.check_same_device(fn, qweight=qweight, scales=scales)
+    K, N = qweight.shape[0] * 4, scales.shape[1]
+    _checks.check_shape(fn, "qweight", qweight, (K // 4, N), "[K/4, N] with N = scales.shape[1]")
+    if N == 0 or N % _PACKED_STRIP_N != 0:
+        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
+    if K % _K_SLAB != 0:
+        raise ValueError(f"{fn}: K = 4 * qweight.shape[0] must be a positive multiple of {_K_SLAB}, got {K}")
+    groups = scales.shape[0]
+    G = _checks.group_size_of(fn, K, groups)
+    if group_size is not None and group_size != G:
+        raise ValueError(f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {G}")
+    if qzeros is not None:
+        _checks.check_shape(fn, "qzeros", qzeros, (groups, N // 4), "[K/G, N/4], one row per scale row")
+    _checks.check_device_supported(fn, qweight.device)
+    q = formats.unpack_gptq_qweight_int8(qweight)
+    perm = None
+    if g_idx is not None:
+        _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
+        perm = _act_order_permutation(fn, g_idx, K, groups)
+        if perm is not None:
+            q = q.index_select(0, perm)
+    zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1) if qzeros is not None else None
+    packed, scales_out, offsets = prepack_ref.prepack_int8_reference(q, scales, zeros, G)
+    return PackedWeight(packed, scales_out, offsets, G, 8, scales.dtype, N, K, perm)
+
+
+
+def check_packed_weight(fn: str, packed: object) -> None:
+    """A PackedWeight's fields must be sane and its tensors (check_packed_tensors) agree with them: a
+    hand-made or corrupted one would otherwise send the kernel out of bounds."""
+    if not isinstance(packed, PackedWeight):
+        raise ValueError(f"{fn}: packed must be a PackedWeight from mixgemm.prepack, got {type(packed).__name__}")
+    if packed.act_dtype not in ACT_DTYPES:
+        raise ValueError(f"{fn}: packed.act_dtype must be float16 or bfloat16, got {packed.act_dtype}")
+    if packed.bits not in _WORDS_PER_LANE:
+        raise ValueError(f"{fn}: packed.bits must be 4 or 8, got {packed.bits!r}")
+    for name in ("n", "k", "group_size"):
+        value = getattr(packed, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{fn}: packed.{name} must be a positive int, got {value!r}")
+    n, k, g = packed.n, packed.k, packed.group_size
+    if n % _PACKED_STRIP_N or k % _K_SLAB or k % g:
+        raise ValueError(
+            f"{fn}: packed has n = {n}, k = {k}, group_size = {g}: n must be a multiple of {_PACKED_STRIP_N}, "
+            f"k of {_K_SLAB}, and group_size must divide k"
+        )
+
+
+def check_packed_tensors(fn: str, packed: PackedWeight) -> None:
+    """The tensors of a PackedWeight (whose fields passed check_packed_weight) match n, k, group_size."""
+    n, k, g = packed.n, packed.k, packed.group_size
+    words = _WORDS_PER_LANE[packed.bits]
+    _checks.check_tensor(fn, "packed.packed", packed.packed, (torch.int32,), 4)
+    _checks.check_shape(fn, "packed.packed", packed.packed, (n // _PACKED_STRIP_N, k // _K_SLAB, 32, words),
+                        f"[N/64, K/16, 32, {words}] for {packed.bits}-bit weights")
+    for name in ("scales", "offsets"):
+        t = getattr(packed, name)
+        _checks.check_tensor(fn, f"packed.{name}", t, (packed.act_dtype,), 2)
+        _checks.check_shape(fn, f"packed.{name}", t, (k // g, n), "[K/G, N]")
+    _checks.check_same_device(fn, packed=packed.packed, scales=packed.scales, offsets=packed.offsets)
+    if packed.perm is not None:
+        _checks.check_tensor(fn, "packed.perm", packed.perm, (torch.int64,), 1)
+        _checks.check_shape(fn, "packed.perm", packed.perm, (k,), "one source column of x per row of K")
+        _checks.check_same_device(fn, packed=packed.packed, perm=packed.perm)
