@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 
-def stream(device: torch.device) -> int:
+def current_stream(device: torch.device) -> int:
     """The handle of ``device``'s current CUDA stream, which every launch uses (CUDA-graph capture too)."""
     return torch.cuda.current_stream(device).cuda_stream
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import _checks
-from ._runtime import extension, stream
+from ._runtime import current_stream, extension
 
 # The kernel's tiles: 16 rows of x per block, 32 K-rows per main-loop step, 64 or 128 columns per block.
 _K_STEP = 32
@@ -50,7 +50,7 @@ def awq_gemm(
     partials = torch.empty((split_k_iters, M, N), dtype=torch.float16, device=x.device)
     extension().baseline_awq_gemm(
         x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), partials.data_ptr(),
-        M, N, K, group_size, split_k_iters, stream(x.device),
+        M, N, K, group_size, split_k_iters, current_stream(x.device),
     )
     return partials.sum(0)
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from . import config_names, library, ops, packing
+from . import config_names, library, packing
 
 FORMATS = ("awq", "gptq")
 

@@ -11,7 +11,7 @@ import torch
 
 from . import _checks
 from ._checks import ACT_DTYPES
-from ._runtime import extension, stream
+from ._runtime import current_stream, extension
 from .config import GemmConfig
 from .packing import PackedWeight, check_packed_weight, check_packed_tensors
 
@@ -41,7 +41,7 @@ def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Te
     out = torch.empty((K, N), dtype=scales.dtype, device=qweight.device)
     extension().awq_dequantize(
         qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), out.data_ptr(),
-        K, N, K // scales.shape[0], scales.dtype == torch.bfloat16, stream(qweight.device),
+        K, N, K // scales.shape[0], scales.dtype == torch.bfloat16, current_stream(qweight.device),
     )
     return out
 
@@ -58,7 +58,7 @@ _MIN_SEMAPHORES = 4096
 
 
 def _semaphore_buffer(device: torch.device, count: int) -> torch.Tensor:
-    key = (device, stream(device))
+    key = (device, current_stream(device))
     buffer = _semaphores.get(key)
     if buffer is None or buffer.numel() < count:
         buffer = torch.zeros(max(count, _MIN_SEMAPHORES), dtype=torch.int32, device=device)
@@ -147,6 +147,6 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
         workspace.data_ptr() if workspace is not None else 0,
         semaphores.data_ptr() if semaphores is not None else 0,
         M, N, K, packed.group_size, cfg.split_k, cfg.split_k_mode, packed.act_dtype == torch.bfloat16,
-        stream(x.device), packed.bits,
+        current_stream(x.device), packed.bits,
     )
     return out.reshape(*lead, N)

@@ -12,7 +12,7 @@ import torch
 
 from . import _checks
 from ._checks import ACT_DTYPES
-from ._runtime import extension, stream
+from ._runtime import current_stream, extension
 
 _PACKED_STRIP_N = 64  # columns per packed strip
 _K_SLAB = 16  # K rows per packed slab (one mma k-step)
@@ -77,9 +77,9 @@ def prepack_awq_tensors(
         _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
     _checks.check_device_supported(fn, qweight.device)
 
-    stream = stream(qweight.device)
+    launch_stream = current_stream(qweight.device)
     packed = torch.empty((N // _PACKED_STRIP_N, K // _K_SLAB, 32, 4), dtype=torch.int32, device=qweight.device)
-    extension().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, stream)
+    extension().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, launch_stream)
     if qzeros is None:
         # The same single rounding as the kernel's -(z * s): the product is exact in float32.
         offsets = (-(_SYMMETRIC_ZERO * scales.float())).to(scales.dtype)
@@ -87,7 +87,7 @@ def prepack_awq_tensors(
         offsets = torch.empty_like(scales)
         extension().fold_awq_zeros(
             qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
-            scales.dtype == torch.bfloat16, stream,
+            scales.dtype == torch.bfloat16, launch_stream,
         )
     return packed, scales.clone(), offsets
 

@@ -63,10 +63,7 @@ def test_sweep_small_shape(tmp_path):
     # Every compiled config runs at every split setting of this K (split-K 16 = K / 64 included).
     assert all(_timed(r) for r in swept), [r for r in swept if not _timed(r)][:3]
     assert all(_timed(r) for r in results if r["peer"] == "mixgemm:auto")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return
+    # matplotlib is on the GPU machine (and CI installs it): the plots are part of the smoke run.
     for name in ("sweep_time_vs_m.png", "sweep_stages_splitk.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 

@@ -12,14 +12,11 @@ Outputs are poisoned with NaN through the caching allocator before each call.
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 
 import mixgemm
 from mixgemm import formats
-from mixgemm.config import GemmConfig
 from mixgemm.prepack_ref import dequantize_packed_reference
 from gpu_helpers import DEVICE, poison_allocator, random_activations, random_checkpoint, reference_weight, relative_error
 
