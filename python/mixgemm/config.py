@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 
@@ -62,6 +63,12 @@ def compiled_configs(dtype: torch.dtype = torch.float16, bits: int = 4) -> list[
         raise ValueError(f"compiled_configs: dtype must be float16 or bfloat16, got {dtype}")
     if bits not in (4, 8):
         raise ValueError(f"compiled_configs: bits must be 4 or 8, got {bits!r}")
+    return list(_compiled(dtype == torch.bfloat16, bits))
+
+
+@functools.cache
+def _compiled(bf16: bool, bits: int) -> tuple[GemmConfig, ...]:
+    # The build's registry never changes, and gemm() asks on every call: read it once per kind.
     from . import _C
 
-    return [GemmConfig(*t) for t in _C.gemm_configs(dtype == torch.bfloat16, bits)]
+    return tuple(GemmConfig(*t) for t in _C.gemm_configs(bf16, bits))

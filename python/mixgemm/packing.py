@@ -46,6 +46,23 @@ class PackedWeight:
 _SYMMETRIC_ZERO = 8
 
 
+def _check_dimensions(fn: str, K: int, N: int, k_source: str, scales, qzeros, values_per_word: int,
+                      group_size: int | None) -> int:
+    """The sizes the kernel layout needs (N in 64-column strips, K in 16-row slabs, a group size that
+    divides K and matches ``group_size`` when given) and packed qzeros' shape; returns the group size."""
+    if N == 0 or N % _PACKED_STRIP_N != 0:
+        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
+    if K == 0 or K % _K_SLAB != 0:
+        raise ValueError(f"{fn}: K = {k_source} must be a positive multiple of {_K_SLAB}, got {K}")
+    G = _checks.group_size_of(fn, K, scales.shape[0])
+    if group_size is not None and group_size != G:
+        raise ValueError(f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {G}")
+    if qzeros is not None:
+        _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // values_per_word),
+                            f"[K/G, N/{values_per_word}], one row per scale row")
+    return G
+
+
 def prepack_awq_tensors(
     qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None, group_size: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -65,16 +82,7 @@ def prepack_awq_tensors(
         _checks.check_same_device(fn, qweight=qweight, scales=scales)
     K, N = qweight.shape[0], scales.shape[1]
     _checks.check_shape(fn, "qweight", qweight, (K, N // 8), "[K, N/8] with N = scales.shape[1]")
-    if N == 0 or N % _PACKED_STRIP_N != 0:
-        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
-    if K == 0 or K % _K_SLAB != 0:
-        raise ValueError(f"{fn}: K = qweight.shape[0] must be a positive multiple of {_K_SLAB}, got {K}")
-    if _checks.group_size_of(fn, K, scales.shape[0]) != group_size:
-        raise ValueError(
-            f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {K // scales.shape[0]}"
-        )
-    if qzeros is not None:
-        _checks.check_shape(fn, "qzeros", qzeros, (scales.shape[0], N // 8), "[K/G, N/8], one row per scale row")
+    _check_dimensions(fn, K, N, "qweight.shape[0]", scales, qzeros, 8, group_size)
     _checks.check_device_supported(fn, qweight.device)
 
     launch_stream = current_stream(qweight.device)
@@ -186,16 +194,8 @@ def _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1: bool, g_idx) -> 
     _checks.check_same_device(fn, qweight=qweight, scales=scales)
     K, N = qweight.shape[0] * 4, scales.shape[1]
     _checks.check_shape(fn, "qweight", qweight, (K // 4, N), "[K/4, N] with N = scales.shape[1]")
-    if N == 0 or N % _PACKED_STRIP_N != 0:
-        raise ValueError(f"{fn}: N = scales.shape[1] must be a positive multiple of {_PACKED_STRIP_N}, got {N}")
-    if K % _K_SLAB != 0:
-        raise ValueError(f"{fn}: K = 4 * qweight.shape[0] must be a positive multiple of {_K_SLAB}, got {K}")
     groups = scales.shape[0]
-    G = _checks.group_size_of(fn, K, groups)
-    if group_size is not None and group_size != G:
-        raise ValueError(f"{fn}: group_size = {group_size} disagrees with K / scales.shape[0] = {G}")
-    if qzeros is not None:
-        _checks.check_shape(fn, "qzeros", qzeros, (groups, N // 4), "[K/G, N/4], one row per scale row")
+    G = _check_dimensions(fn, K, N, "4 * qweight.shape[0]", scales, qzeros, 4, group_size)
     _checks.check_device_supported(fn, qweight.device)
     q = formats.unpack_gptq_qweight_int8(qweight)
     perm = None

@@ -310,16 +310,21 @@ def _unpack_awq(packed: torch.Tensor) -> torch.Tensor:
     return nibbles.index_select(-1, where).reshape(R, 8 * C).to(torch.uint8)
 
 
-def _check_scales_and_zeros(fn, qweight, scales, qzeros, K, N, group_size, values_per_word, packing):
-    """The group size divides K, and scales [K/G, N] and packed qzeros [K/G, N/values_per_word] (or None)
-    sit on qweight's device."""
+def _check_scales(fn, weight_name, weight, scales, K, N, group_size) -> int:
+    """The group size divides K and scales are [K/G, N] on the weight's device; returns K/G."""
     _check_group_size(fn, group_size, K)
     groups = K // group_size
     _require(
         tuple(scales.shape) == (groups, N),
         f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
     )
-    _require(scales.device == qweight.device, f"{fn}: scales must be on the device of qweight")
+    _require(scales.device == weight.device, f"{fn}: scales must be on the device of {weight_name}")
+    return groups
+
+
+def _check_scales_and_zeros(fn, qweight, scales, qzeros, K, N, group_size, values_per_word, packing):
+    """_check_scales, and packed qzeros [K/G, N/values_per_word] (or None) on qweight's device."""
+    groups = _check_scales(fn, "qweight", qweight, scales, K, N, group_size)
     if qzeros is None:
         return
     zero_cols = N // values_per_word
@@ -379,13 +384,7 @@ def prepack_int8_reference(
     K, N = q.shape
     _require(K > 0 and K % BLOCK_K == 0, f"{fn}: q must have K (dim 0) a positive multiple of 16 (got K={K})")
     _require(N > 0 and N % BLOCK_N == 0, f"{fn}: q must have N (dim 1) a positive multiple of 64 (got N={N})")
-    _check_group_size(fn, group_size, K)
-    groups = K // group_size
-    _require(
-        tuple(scales.shape) == (groups, N),
-        f"{fn}: scales must have shape [K/group_size, N] = {(groups, N)} (got {tuple(scales.shape)})",
-    )
-    _require(scales.device == q.device, f"{fn}: scales must be on the device of q")
+    groups = _check_scales(fn, "q", q, scales, K, N, group_size)
     if zeros is not None:
         _check_tensor(fn, "zeros", zeros, 2, _INT_DTYPES, "an integer tensor (unpacked zero points, [K/G, N])")
         _require(
