@@ -16,6 +16,7 @@
 #include "mixgemm/common/check.h"
 #include "mixgemm/dequant/awq_dequantize.h"
 #include "mixgemm/gemm/device/gemm_runner.h"
+#include "mixgemm/gemv/gemv_runner.h"
 #include "mixgemm/prepack/prepack.h"
 
 namespace py = pybind11;
@@ -36,6 +37,11 @@ mixgemm::gemm::TileConfig config_of(const ConfigTuple& t) {
   return {std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t),
           std::get<6>(t)};
 }
+
+// A decode config crosses as (m_tiles, warps).
+using GemvTuple = std::tuple<int, int>;
+
+mixgemm::gemv::GemvConfig gemv_config_of(const GemvTuple& t) { return {std::get<0>(t), std::get<1>(t)}; }
 
 mixgemm::gemm::SplitKMode split_k_mode_of(const std::string& mode) {
   if (mode == "none") return mixgemm::gemm::SplitKMode::kNone;
@@ -167,4 +173,47 @@ PYBIND11_MODULE(_C, m) {
       py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
       py::arg("group_size"), py::arg("split_k"), py::arg("split_k_mode"), py::arg("bf16"), py::arg("stream"),
       py::arg("bits") = 4);
+  m.def(
+      "gemv_configs",
+      [](bool bf16, int bits) {
+        std::vector<GemvTuple> out;
+        for (const auto& c : mixgemm::gemv::compiled_configs(act_of(bf16), bits)) out.emplace_back(c.m_tiles, c.warps);
+        return out;
+      },
+      py::arg("bf16"), py::arg("bits") = 4, "compiled decode (GEMV) configs as (m_tiles, warps)");
+
+  m.def(
+      "gemv_workspace_size",
+      [](int M, int N, int split_k) {
+        const auto size = mixgemm::gemv::workspace_size(M, N, split_k);
+        return std::make_pair(size.floats, size.semaphores);
+      },
+      py::arg("M"), py::arg("N"), py::arg("split_k"), "(fp32 workspace elements, int32 semaphores) one call needs");
+
+  m.def(
+      "gemv",
+      [](const GemvTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
+         std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
+         std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, bool bf16,
+         std::uintptr_t stream, int bits) {
+        mixgemm::gemm::GemmArgs args;
+        args.A = ptr<const void>(x);
+        args.B = ptr<const int32_t>(packed);
+        args.scales = ptr<const void>(scales);
+        args.offsets = ptr<const void>(offsets);
+        args.bias = ptr<const void>(bias);
+        args.D = ptr<void>(out);
+        args.workspace = ptr<float>(workspace);
+        args.semaphores = ptr<int32_t>(semaphores);
+        args.M = M, args.N = N, args.K = K, args.group_size = group_size;
+        args.split_k = split_k;
+        args.mode = split_k > 1 ? mixgemm::gemm::SplitKMode::kSerial : mixgemm::gemm::SplitKMode::kNone;
+        args.act = act_of(bf16);
+        args.bits = bits;
+        mixgemm::gemv::run_gemv(gemv_config_of(config), args, stream_of(stream));
+      },
+      py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
+      py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
+      py::arg("group_size"), py::arg("split_k"), py::arg("bf16"), py::arg("stream"), py::arg("bits") = 4,
+      "the decode path: out[M, N] = x @ dequant(W) (+ bias) for M <= 8 * m_tiles");
 }

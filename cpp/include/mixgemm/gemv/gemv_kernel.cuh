@@ -1,0 +1,277 @@
+// Decode path (DESIGN.md section 3): a batched GEMV for M <= 16 rows that streams the sm80 path's packed
+// weights at full bandwidth, without padding M to a 16-row tensor-core tile.
+//
+// The swap that makes it work. The sm80 layout stores, per 16(k) x 16(n) block, each lane's B fragment
+// of mma.m16n8k16 for W [K, N]. Read as an A fragment of the *transposed* product
+//     D^T [N, M] = W^T [N, K] . x^T [K, M]
+// the same four converted pairs are exactly what mma.m16n8k16 wants for A = W^T (16 n-rows x 16 k),
+// with lane = 4 c + t (PTX ISA, "Matrix fragments for mma.m16n8k16"):
+//     A reg 0 = (row c,   k 2t..2t+1)  = converted pair 0 (column n0 = c,     k0, k0 + 1)
+//     A reg 1 = (row c+8, k 2t..2t+1)  = converted pair 2 (column n1 = c + 8, k0, k0 + 1)
+//     A reg 2 = (row c,   k 2t+8..+9)  = converted pair 1 (column n0,         k0 + 8, k0 + 9)
+//     A reg 3 = (row c+8, k 2t+8..+9)  = converted pair 3 (column n1,         k0 + 8, k0 + 9)
+// and x^T is the B operand (16 k x 8 m): B reg 0 = x[m = c][k0 + 2t .. +1], B reg 1 = x[c][k0 + 2t + 8 .. +9],
+// two 4-byte loads straight from x's rows. So M rides in the mma's n8 dimension: M <= 8 wastes nothing
+// at M = 8 (and at M = 1 the tensor core's spare rows cost nothing: the kernel is bandwidth bound), and
+// the weight is converted once per lane, never once per 16-row M tile as in the GEMM. No shared memory
+// staging either: each lane's 16 bytes per slab are its fragments already.
+//
+// Work split. Grid x = 64-column strips of N, grid y = K splits. A block of kWarps warps covers one strip
+// and its split's run of 64-deep k-batches; warp w takes batches w, w + kWarps, ..., so at every step the
+// block reads one contiguous run of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in
+// registers (the next one is loaded while the current one is converted and multiplied): with 4 warps
+// and 4 blocks per SM that is 16 warps x 2 KiB = 32 KiB in flight per SM, ~4 MiB over 132 SMs, above the
+// ~3 MB that Little's law asks of HBM3 (3 TB/s x ~1 us).
+//
+// Reduction, deterministic at every level: mma accumulates in fp32 over a warp's batches; the block's
+// warps are summed in warp order through shared memory; with split_k > 1 every split writes its fp32
+// partial to the workspace and the last split to arrive at the strip's semaphore sums them in split order
+// (the sm80 path's serial split-K, gemm_mixed.cuh) and leaves the semaphore at 0 for the next launch.
+#pragma once
+
+#include <cstdint>
+
+#include "mixgemm/gemm/gemm_args.h"
+#include "mixgemm/gemm/threadblock/mainloop.cuh"
+#include "mixgemm/gemm/warp/mma_mixed_input.cuh"
+
+namespace mixgemm::gemv {
+
+constexpr int kBatchK = 64;                       // K rows per batch: 4 slabs of 16
+constexpr int kSlabsPerBatch = kBatchK / gemm::threadblock::kSlabK;
+constexpr int kHalfK = 32;                        // rows per scale row (the smallest group size)
+constexpr int kStripN = gemm::threadblock::kPackedStripN;  // 64 columns per packed strip
+constexpr int kMmaRows = 8;                       // M rows per mma (its n8 dimension)
+
+struct GemvParams {
+  const void* A;         // x [M, K]
+  const int32_t* B;      // packed weights, sm80 layout [N/64, K/16, 32, 4 * Bits / 4]
+  const void* scales;    // [K/G, N]
+  const void* offsets;   // [K/G, N]
+  const void* bias;      // [N] or null
+  void* D;               // [M, N]
+  float* workspace;      // split_k > 1: [split_k, M, N] fp32 partials
+  int32_t* semaphores;   // split_k > 1: one counter per strip, 0 on entry and exit
+  int M, N, K, group_size;
+  int split_k;
+  int batches_per_split;  // k-batches (64 rows) per grid-y split
+};
+
+// Weights streamed once: no L1 allocation (nothing re-reads them), 16 bytes per lane. (An L2::256B
+// prefetch hint measured slower on the H100: 8192 x 28672, M = 1, 55.1 us against 50.5 us without.)
+__device__ __forceinline__ uint4 load_streaming(const int32_t* address) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(address));
+  return v;
+}
+
+// kHalves: 1 when the group size is a multiple of 64 (one scale row per batch), 2 otherwise (each 32-row
+// half of a batch has its own scale row; group sizes are multiples of 32).
+template <typename T, int Bits, int kMTiles, int kWarps, int kHalves>
+struct Gemv {
+  using Traits = gemm::warp::ActTraits<T>;
+  using Pair = typename Traits::Pair;
+  using Geometry = gemm::threadblock::PackedGeometry<Bits>;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWordsPerLane = Geometry::kWordsPerLane;   // per slab: 4 (int4) or 8 (int8)
+  static constexpr int kVectorsPerSlab = kWordsPerLane / 4;        // 16-byte loads per lane per slab
+  static constexpr int kSubBlocks = kStripN / 16;                  // 16-column blocks per strip
+  static constexpr int kRows = kMTiles * kMmaRows;                 // largest M this instance takes
+  // Shared-memory row of the block reduction: 64 columns + 4 floats of padding, so the lanes of one
+  // accumulator store (rows 2t, columns c + const) hit 32 distinct banks: (2t * 68 + c) % 32 = 8t + c.
+  static constexpr int kRedStride = kStripN + 4;
+
+  // One batch in registers: the packed words, x's B fragments and the scale/offset pairs it needs.
+  struct Batch {
+    uint4 words[kSlabsPerBatch][kVectorsPerSlab];
+    uint32_t x[kSlabsPerBatch][kMTiles][2];
+    // Raw 16-bit scale and offset of columns (c, c + 8) of each block, broadcast to pairs only in
+    // compute(): broadcasting right after the load would make load() wait for it, and the next batch
+    // would no longer be in flight while this one is computed.
+    T scale[kHalves][kSubBlocks][2];
+    T offset[kHalves][kSubBlocks][2];
+  };
+
+  __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane) {
+    const int t = lane % 4, c = lane / 4;
+    const int slab0 = batch * kSlabsPerBatch;
+    const int32_t* w = p.B + (static_cast<int64_t>(strip) * (p.K / 16) + slab0) * (32 * kWordsPerLane) +
+                       lane * kWordsPerLane;
+#pragma unroll
+    for (int s = 0; s < kSlabsPerBatch; ++s)
+#pragma unroll
+      for (int v = 0; v < kVectorsPerSlab; ++v) b.words[s][v] = load_streaming(w + s * 32 * kWordsPerLane + 4 * v);
+
+    // x: small and re-read by every strip's blocks, so it goes through the normal (cached) path. Rows past
+    // M feed zeros, so their (unwritten) outputs are zero and the mma needs no masking.
+    const T* x = static_cast<const T*>(p.A);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const int m = mt * kMmaRows + c;
+      const bool valid = m < p.M;
+      const T* row = x + static_cast<int64_t>(valid ? m : 0) * p.K + slab0 * 16 + 2 * t;
+#pragma unroll
+      for (int s = 0; s < kSlabsPerBatch; ++s) {
+        b.x[s][mt][0] = valid ? __ldg(reinterpret_cast<const unsigned int*>(row + 16 * s)) : 0u;
+        b.x[s][mt][1] = valid ? __ldg(reinterpret_cast<const unsigned int*>(row + 16 * s + 8)) : 0u;
+      }
+    }
+
+    // Scales/offsets of this lane's columns c and c + 8 of each 16-column block.
+    const T* scales = static_cast<const T*>(p.scales);
+    const T* offsets = static_cast<const T*>(p.offsets);
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      const int group = (batch * kBatchK + h * kHalfK) / p.group_size;
+      const int64_t row = static_cast<int64_t>(group) * p.N + strip * kStripN + c;
+#pragma unroll
+      for (int j = 0; j < kSubBlocks; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t i = row + 16 * j + 8 * half;
+          b.scale[h][j][half] = scales[i];
+          b.offset[h][j][half] = offsets[i];
+        }
+    }
+  }
+
+  // acc[mt][j] += W^T(16 columns of block j) . x^T(rows of tile mt) over the batch's 64 k.
+  __device__ static void compute(const Batch& b, float (&acc)[kMTiles][kSubBlocks][4]) {
+#pragma unroll
+    for (int s = 0; s < kSlabsPerBatch; ++s) {
+      const uint32_t* words = reinterpret_cast<const uint32_t*>(&b.words[s][0]);
+      const int h = kHalves == 1 ? 0 : s / (kHalfK / 16);
+#pragma unroll
+      for (int j = 0; j < kSubBlocks; ++j) {
+        gemm::warp::ColumnQuant<T> quant;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          quant.scale[half] = Traits::broadcast(b.scale[h][j][half]);
+          quant.offset[half] = Traits::broadcast(b.offset[h][j][half]);
+        }
+        const gemm::warp::BFragPair f =
+            gemm::warp::dequantize_block<T, Bits>(words + j * Geometry::kWordsPerSubBlock, quant);
+        // B fragment (n8 tile 0 = column c, tile 1 = c + 8; regs {k lo, k hi}) -> A fragment order.
+        const uint32_t a[4] = {f.b[0][0], f.b[1][0], f.b[0][1], f.b[1][1]};
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(acc[mt][j], a, b.x[s][mt]);
+      }
+    }
+  }
+};
+
+// Batches in flight per warp. Measured on the H100 (M = 1..16, the DESIGN shapes): 2 beat 3, whose
+// extra 40 registers per thread cost a block per SM (e.g. 8192 x 28672, M = 1: 50.5 us at depth 2).
+constexpr int kDepth = 2;
+
+template <typename T, int Bits, int kMTiles, int kWarps, int kHalves>
+__global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
+  using G = Gemv<T, Bits, kMTiles, kWarps, kHalves>;
+  using Traits = typename G::Traits;
+  __shared__ float reduction[kWarps][G::kRows][G::kRedStride];
+  __shared__ int is_last;
+
+  const int strip = blockIdx.x, split = blockIdx.y;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int batches = p.K / kBatchK;
+  const int first = split * p.batches_per_split;
+  const int last = min(first + p.batches_per_split, batches);
+
+  float acc[kMTiles][G::kSubBlocks][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int j = 0; j < G::kSubBlocks; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
+
+  // Register pipeline, kDepth batches deep: batch i + (kDepth - 1) * kWarps is loaded while batch i is
+  // computed. The loop body is unrolled kDepth times so every buffer index is a compile-time constant
+  // (a run-time index would send the buffers to local memory).
+  typename G::Batch buf[kDepth];
+#pragma unroll
+  for (int d = 0; d < kDepth - 1; ++d) {
+    const int b = first + warp + d * kWarps;
+    if (b < last) G::load(buf[d], p, strip, b, lane);
+  }
+  for (int i = first + warp; i < last; i += kDepth * kWarps) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int current = i + d * kWarps;
+      if (current >= last) break;
+      const int ahead = current + (kDepth - 1) * kWarps;
+      if (ahead < last) G::load(buf[(d + kDepth - 1) % kDepth], p, strip, ahead, lane);
+      G::compute(buf[d], acc);
+    }
+  }
+
+  // Block reduction. Accumulator (mt, j): {r0, r1} = column 16 j + c, rows m = 8 mt + 2t, 2t + 1;
+  // {r2, r3} = column 16 j + c + 8, same rows (the C fragment of mma.m16n8k16 with W^T's rows as columns).
+  {
+    const int t = lane % 4, c = lane / 4;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < G::kSubBlocks; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int m = mt * kMmaRows + 2 * t + (r & 1);
+          const int col = 16 * j + c + 8 * (r >> 1);
+          reduction[warp][m][col] = acc[mt][j][r];
+        }
+  }
+  __syncthreads();
+
+  const int n0 = strip * kStripN;
+  const int64_t N = p.N;
+  const int outputs = p.M * kStripN;  // this block's (row, column) outputs, p.M <= kRows
+  const T* bias = static_cast<const T*>(p.bias);
+  T* D = static_cast<T*>(p.D);
+  auto block_sum = [&](int m, int col) {
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += reduction[w][m][col];  // warp order: deterministic
+    return sum;
+  };
+  auto store = [&](int m, int col, float value) {
+    if (bias != nullptr) value += static_cast<float>(bias[n0 + col]);
+    D[m * N + n0 + col] = static_cast<T>(value);
+  };
+
+  if (p.split_k == 1) {
+    for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
+      const int m = o / kStripN, col = o % kStripN;
+      store(m, col, block_sum(m, col));
+    }
+    return;
+  }
+
+  // Split-K: partial to the workspace (L2 stores: the summing block may run on another SM), then count
+  // arrivals on the strip's semaphore. The fence orders this block's partials before its arrival.
+  float* partial = p.workspace + static_cast<int64_t>(split) * p.M * N;
+  for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
+    const int m = o / kStripN, col = o % kStripN;
+    __stcg(partial + m * N + n0 + col, block_sum(m, col));
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int arrived = atomicAdd(p.semaphores + strip, 1);
+    is_last = arrived == p.split_k - 1;
+    if (is_last) p.semaphores[strip] = 0;  // every split has arrived: reset for the next launch / replay
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
+    const int m = o / kStripN, col = o % kStripN;
+    float sum = 0.f;
+    for (int z = 0; z < p.split_k; ++z)  // split order, whichever split arrived last: deterministic
+      sum += __ldcg(p.workspace + static_cast<int64_t>(z) * p.M * N + m * N + n0 + col);
+    store(m, col, sum);
+  }
+}
+
+}  // namespace mixgemm::gemv
