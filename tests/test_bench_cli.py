@@ -298,7 +298,8 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "cache" / "tuned.json"))
     # A fixed kernel set, so the fake timings have the same winners whichever set this build compiled.
-    monkeypatch.setattr(mixgemm, "compiled_configs", lambda dtype=torch.float16: list(_FakeGPU.CONFIGS))
+    monkeypatch.setattr(mixgemm, "compiled_configs",
+                        lambda dtype=torch.float16, bits=4, path="sm80": list(_FakeGPU.CONFIGS))
     return fake
 
 

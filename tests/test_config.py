@@ -227,7 +227,9 @@ class TestGenerator:
             capture_output=True, text=True, check=True,
         )
         printed = result.stdout.strip().split(";")
-        assert printed == [str(p) for p in gen.generate(self.kernel_set(set_name), out)]
+        gemv_set = gen.GEMV_FULL if set_name == "full" else gen.GEMV_MINIMAL
+        expected = gen.generate(self.kernel_set(set_name), out) + gen.generate_gemv(gemv_set, out)
+        assert printed == [str(p) for p in expected]
         assert all(pathlib.Path(p).is_file() for p in printed)
 
 
@@ -237,6 +239,19 @@ def test_minimal_is_a_subset_of_full():
         assert tile in gen.FULL, tile
         assert set(stages) <= set(gen.FULL[tile]), (tile, stages)
     assert {c.tile for c in SETS["minimal"]} <= {c.tile for c in SETS["full"]}
+
+
+def test_gemv_sets_are_well_formed():
+    assert set(gen.GEMV_MINIMAL) <= set(gen.GEMV_FULL)
+    for m_tiles, warps in gen.GEMV_FULL:
+        assert m_tiles in (1, 2) and warps >= 1  # the kernel takes up to 16 rows (two n8 mma tiles)
+    assert gen.GEMV_HALVES == (1, 2)  # one kernel per scale-rows-per-batch case, picked by group size
+
+
+def test_gemv_registry_lists_every_instance(tmp_path):
+    gen.generate_gemv(gen.GEMV_MINIMAL, tmp_path)
+    rows = [line for line in (tmp_path / "gemv_registry.inc").read_text().splitlines() if "&launch_gemv<" in line]
+    assert len(rows) == len(gen.GEMV_MINIMAL) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_HALVES)
 
 
 def test_kernel_sets_are_well_formed():

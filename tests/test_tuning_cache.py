@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -82,10 +83,23 @@ def test_save_load_round_trip(tmp_path):
     entries = tuning.load_cache(path)
     entry = entries[tuning.cache_key(GPU, 16, 4096, 4096, 128, "fp16")]
     assert entry["config"] == {"tile_m": 16, "tile_n": 128, "tile_k": 64, "warp_m": 16, "warp_n": 32,
-                               "warp_k": 64, "stages": 4, "split_k": 4, "split_k_mode": "serial"}
+                               "warp_k": 64, "stages": 4, "split_k": 4, "split_k_mode": "serial", "path": "sm80"}
     assert entry["time_us"] == 7.5 and entry["M"] == 16 and entry["saved"]
     assert json.loads(path.read_text())["version"] == 1
     assert tuning.lookup(GPU, 16, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+
+
+def test_a_decode_path_choice_round_trips_and_old_entries_mean_sm80(tmp_path):
+    path = tmp_path / "tuned.json"
+    decode = GemmConfig.gemv(8, 4, split_k=3)
+    tuning.save_choice(GPU, 4, 4096, 4096, 128, "fp16", decode, 5.0, path=path)
+    assert tuning.lookup(GPU, 4, 4096, 4096, 128, "fp16", path=path) == decode
+    # A cache written before paths existed has no "path" field: those winners are sm80 configs.
+    data = json.loads(path.read_text())
+    key = tuning.cache_key(GPU, 4, 4096, 4096, 128, "fp16")
+    data["entries"][key]["config"] = {k: v for k, v in dataclasses.asdict(CONFIG_A).items() if k != "path"}
+    path.write_text(json.dumps(data))
+    assert tuning.lookup(GPU, 4, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
 
 
 def test_merge_of_two_choices(tmp_path):
@@ -223,7 +237,7 @@ def fake_device(monkeypatch, tmp_path):
 
 
 def _heuristic(M, packed):
-    return tuning.heuristic_config(mixgemm.compiled_configs(packed.act_dtype), M, packed.n, packed.k, 132)
+    return tuning.heuristic_config(mixgemm.compiled_configs(packed.act_dtype, path=None), M, packed.n, packed.k, 132)
 
 
 def test_resolve_config_prefers_the_tuned_choice(fake_device):

@@ -665,7 +665,7 @@ class TestResolveConfig:
     def test_auto_uses_the_heuristic(self, fake_gpu):
         pw = packed_weight(n=4096, k=4096, groups=32)
         got = ops.resolve_config(1, pw, "auto")
-        assert got == tuning.heuristic_config(mixgemm.compiled_configs(F16), 1, 4096, 4096, 132)
+        assert got == tuning.heuristic_config(mixgemm.compiled_configs(F16, path=None), 1, 4096, 4096, 132)
 
     def test_auto_prefers_a_valid_tuned_entry(self, fake_gpu):
         pw = packed_weight(n=4096, k=4096, groups=32)
@@ -682,7 +682,7 @@ class TestResolveConfig:
             tuned = mixgemm.compiled_configs(F16)[0].with_split_k(4, "serial")  # K / 64 = 2
         tuning.save_choice("FakeGPU", 1, 128, 128, 128, F16, tuned, path=fake_gpu)
         got = ops.resolve_config(1, pw, "auto")
-        assert got == tuning.heuristic_config(mixgemm.compiled_configs(F16), 1, 128, 128, 132)
+        assert got == tuning.heuristic_config(mixgemm.compiled_configs(F16, path=None), 1, 128, 128, 132)
         assert got != tuned
 
 

@@ -3,8 +3,8 @@
 A name is what crosses boundaries where a dataclass cannot: the ``str config`` argument of the
 ``mixgemm::gemm`` custom op (library.py), the ``--config`` flag of the profiler (bench/cli.py) and the
 tuning cache. Names look like ``16x128x64_w16x32x64_s4`` (tile M x N x K, warp tile, pipeline stages),
-with ``_k4s`` / ``_k4p`` appended for split-K 4, serial / parallel; ``"auto"`` stands for "let
-:func:`mixgemm.gemm` choose".
+with ``_k4s`` / ``_k4p`` appended for split-K 4, serial / parallel, and a ``gemv_`` prefix for the decode
+path (``gemv_8x64x256_w8x64x64_s2_k4s``); ``"auto"`` stands for "let :func:`mixgemm.gemm` choose".
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .config import GemmConfig
 
 AUTO = "auto"
 
-_NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
+_NAME = re.compile(r"(?:(gemv)_)?(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
 _MODE_OF_LETTER = {"s": "serial", "p": "parallel", None: "none"}
 
 
@@ -35,10 +35,10 @@ def from_name(name: str) -> GemmConfig | str:
             f"invalid config {name!r}: expected 'auto' or a name like 16x128x64_w16x32x64_s4 (optionally "
             "_k4s / _k4p for split-K 4, serial / parallel)"
         )
-    tile = [int(v) for v in match.groups()[:7]]
-    split_k = int(match[8]) if match[8] else 1
+    tile = [int(v) for v in match.groups()[1:8]]
+    split_k = int(match[9]) if match[9] else 1
     # GemmConfig raises ValueError for a contradiction such as "_k1s" (split-K 1 cannot be serial).
-    return GemmConfig(*tile, split_k=split_k, split_k_mode=_MODE_OF_LETTER[match[9]])
+    return GemmConfig(*tile, split_k=split_k, split_k_mode=_MODE_OF_LETTER[match[10]], path=match[1] or "sm80")
 
 
 def to_name(config: GemmConfig | str) -> str:

@@ -78,13 +78,23 @@ def resolve_config(x_rows: int, packed: PackedWeight, config) -> GemmConfig:
                               packed.group_size, packed.act_dtype) if packed.bits == 4 else None
         # A cache written by another build may name a tile this build lacks, or a split-K this K cannot
         # take: such an entry is stale, not an error, so the heuristic takes over.
-        if tuned is not None:
-            compiled_tiles = {c.tile for c in compiled}
-            if tuned.tile in compiled_tiles and tuned.split_k <= packed.k // tuned.tile_k:
-                return tuned
+        if tuned is not None and _fits(tuned, compiled, x_rows, packed.k):
+            return tuned
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         return tuning.heuristic_config(compiled, x_rows, packed.n, packed.k, sms)
+    if config.path == "gemv" and x_rows > config.tile_m:
+        raise ValueError(f"gemm: config {config.name} (decode path) takes at most {config.tile_m} rows of x, "
+                         f"got M = {x_rows}")
     return config
+
+
+def _fits(config: GemmConfig, compiled: list[GemmConfig], x_rows: int, K: int) -> bool:
+    """Whether a (cached) config is compiled here and can take this M and K."""
+    if (config.path, config.tile) not in {(c.path, c.tile) for c in compiled}:
+        return False
+    if config.path == "gemv":  # a split per 64-deep batch at most; rows up to the kernel's tile_m
+        return x_rows <= config.tile_m and config.split_k <= K // config.warp_k
+    return config.split_k <= K // config.tile_k
 
 
 def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4) -> list[GemmConfig]:
@@ -92,13 +102,13 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4) -> list[Gem
     compiled list."""
     from .config import compiled_configs
 
-    compiled = compiled_configs(act_dtype, bits)
+    compiled = compiled_configs(act_dtype, bits, path=None)
     if isinstance(config, str):
         if config != "auto":
             raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {config!r}")
     elif not isinstance(config, GemmConfig):
         raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {type(config).__name__}")
-    elif config.tile not in {c.tile for c in compiled}:
+    elif (config.path, config.tile) not in {(c.path, c.tile) for c in compiled}:
         names = ", ".join(c.name for c in compiled)
         raise ValueError(f"gemm: config {config.name} is not compiled into this build; compiled: {names}")
     return compiled
@@ -138,15 +148,29 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
     _checks.check_device_supported(fn, x.device)
     cfg = resolve_config(M, packed, config)
 
-    floats, semaphore_count = extension().gemm_workspace_size(cfg.tile, M, N, cfg.split_k, cfg.split_k_mode)
-    workspace = torch.empty(floats, dtype=torch.float32, device=x.device) if floats else None
-    semaphores = _semaphore_buffer(x.device, semaphore_count) if semaphore_count else None
-    extension().gemm(
-        cfg.tile, x2.data_ptr(), packed.packed.data_ptr(), packed.scales.data_ptr(), packed.offsets.data_ptr(),
+    _launch(cfg, x2, packed, bias, out)
+    return out.reshape(*lead, N)
+
+
+def _launch(cfg: GemmConfig, x2: torch.Tensor, packed: PackedWeight, bias, out: torch.Tensor) -> None:
+    """Sizes the workspace of ``cfg``'s path and launches its kernel(s) on the current stream."""
+    ext = extension()
+    M, N, K = x2.shape[0], packed.n, packed.k
+    if cfg.path == "gemv":
+        floats, semaphore_count = ext.gemv_workspace_size(M, N, cfg.split_k)
+    else:
+        floats, semaphore_count = ext.gemm_workspace_size(cfg.tile, M, N, cfg.split_k, cfg.split_k_mode)
+    workspace = torch.empty(floats, dtype=torch.float32, device=x2.device) if floats else None
+    semaphores = _semaphore_buffer(x2.device, semaphore_count) if semaphore_count else None
+    pointers = (
+        x2.data_ptr(), packed.packed.data_ptr(), packed.scales.data_ptr(), packed.offsets.data_ptr(),
         bias.data_ptr() if bias is not None else 0, out.data_ptr(),
         workspace.data_ptr() if workspace is not None else 0,
         semaphores.data_ptr() if semaphores is not None else 0,
-        M, N, K, packed.group_size, cfg.split_k, cfg.split_k_mode, packed.act_dtype == torch.bfloat16,
-        current_stream(x.device), packed.bits,
     )
-    return out.reshape(*lead, N)
+    bf16, stream = packed.act_dtype == torch.bfloat16, current_stream(x2.device)
+    if cfg.path == "gemv":
+        ext.gemv(cfg.gemv_key, *pointers, M, N, K, packed.group_size, cfg.split_k, bf16, stream, packed.bits)
+    else:
+        ext.gemm(cfg.tile, *pointers, M, N, K, packed.group_size, cfg.split_k, cfg.split_k_mode, bf16, stream,
+                 packed.bits)

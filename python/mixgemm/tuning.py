@@ -46,7 +46,32 @@ _MAX_SPLIT_K = 16
 _SPLIT_MODE = "parallel"
 
 
+# Decode path (M <= 8): one m8 tile with 4 warps per block, split K until about this many blocks per SM
+# (4 fit at ~124 registers); each warp keeps at least _GEMV_MIN_BATCHES_PER_WARP 64-deep batches so its
+# two-batch pipeline fills. Swept on an H100 over split 1..16 at M = 1 and 8 (BENCHMARKS.md): the best
+# splits were 4, 3, 8, 4, 1 and 2 for 4096x4096, 4096x11008, 11008x4096, 8192x8192, 8192x28672 and
+# 28672x8192, which this rule reproduces within 3%. From M = 9 the sm80 path's 16-row tiles were as fast
+# or faster on the large shapes (the m16 decode kernel is compiled for the tuner to try).
+_GEMV_MAX_M = 8
+_GEMV_BLOCKS_PER_SM = 4
+_GEMV_MIN_BATCHES_PER_WARP = 4
+
+
+def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig | None:
+    candidates = [c for c in configs if c.path == "gemv" and c.tile_m >= M]
+    if M > _GEMV_MAX_M or not candidates:
+        return None
+    config = min(candidates, key=lambda c: (c.tile_m, c.tile_k))  # fewest rows, then fewest warps
+    warps = config.tile_k // config.warp_k
+    strips = N // config.tile_n
+    batches = K // config.warp_k
+    want = round(_GEMV_BLOCKS_PER_SM * sm_count / strips)
+    split_k = max(1, min(want, batches // (warps * _GEMV_MIN_BATCHES_PER_WARP), _MAX_SPLIT_K))
+    return config.with_split_k(split_k, "none" if split_k == 1 else "serial")
+
+
 def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
+    configs = [c for c in configs if c.path == "sm80"]
     for bound, tiles in _PREFERENCE:
         if M <= bound:
             for tile_m, tile_n in tiles:
@@ -64,6 +89,9 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
     """A sane default: a tile by M bucket, then split-K until the grid keeps the GPU busy."""
     if not configs:
         raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
+    decode = _gemv_config(configs, M, N, K, sm_count)
+    if decode is not None:
+        return decode
     config = _pick_tile(configs, M)
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k

@@ -366,12 +366,14 @@ def run_dequant(args, argv=None) -> list[dict]:
     return records
 
 
-def split_settings(K: int) -> list[tuple[int, str]]:
-    """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, both modes."""
+def split_settings(K: int, config=None) -> list[tuple[int, str]]:
+    """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
+    ``config``'s path has (the decode path reduces in-kernel only: serial)."""
+    modes = ("serial",) if config is not None and config.path == "gemv" else SPLIT_K_MODES
     settings = [(1, "none")]
     for split_k in SPLIT_KS:
         if 1 < split_k <= K // _K_MULTIPLE:
-            settings.extend((split_k, mode) for mode in SPLIT_K_MODES)
+            settings.extend((split_k, mode) for mode in modes)
     return settings
 
 
@@ -412,19 +414,22 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     G = args.group_size
     ceilings = metrics.Ceilings(args.read_bw, args.peak_tflops)
     copies = copies_for(metrics.Problem(0, N, K, G).weight_bytes)
-    variants = [c.with_split_k(k, mode) for c in compiled_configs(dtype) for k, mode in split_settings(K)]
-    progress = _Progress(len(args.m) * (len(variants) + 1), f"{label} {K}x{N}")
+    # Every path's configs compete alike; a decode (gemv) config only where M fits its rows.
+    variants = [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None)
+                for k, mode in split_settings(K, c)]
+    fitting = {M: [v for v in variants if v.path != "gemv" or M <= v.tile_m] for M in args.m}
+    progress = _Progress(sum(len(v) + 1 for v in fitting.values()), f"{label} {K}x{N}")
     records = []
     for M in args.m:
         problem = metrics.Problem(M, N, K, G, ceilings)
         # What config="auto" does today (tuned cache or heuristic): the line the sweep should beat.
-        cases = [("mixgemm:auto", "auto")] + [("mixgemm", v) for v in variants]
+        cases = [("mixgemm:auto", "auto")] + [("mixgemm", v) for v in fitting[M]]
         for peer_label, config in cases:
             record = _base_record(problem, peer_label, args.dtype)
             closures, reason = peers.build("mixgemm", M, N, K, G, dtype, copies, config=config)
             if config != "auto":
                 record.update(config=config.name, tile=config.with_split_k(1).name, stages=config.stages,
-                              split_k=config.split_k, split_k_mode=config.split_k_mode)
+                              split_k=config.split_k, split_k_mode=config.split_k_mode, path=config.path)
             elif closures is not None:
                 record["config"] = closures.config
             if closures is None:

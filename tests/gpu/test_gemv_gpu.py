@@ -1,0 +1,165 @@
+"""The decode path (batched GEMV, M <= 16) against float64 references, on the sm80 path's packed weights.
+
+References and tolerances as in test_gemm_gpu.py: the kernel model (W = q * s + offset rounded once to the
+activation dtype, then float64; fp16 1e-3, bf16 8e-3) and the mathematical weight (q - z) * s (fp16 3e-3,
+bf16 2e-2). Outputs are poisoned with NaN through the caching allocator before each call.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mixgemm
+from mixgemm import formats, ops
+from mixgemm.config import GemmConfig
+from mixgemm.prepack_ref import dequantize_packed_reference
+from gpu_helpers import DEVICE, poison_allocator, random_activations, random_checkpoint, reference_weight, relative_error
+
+pytestmark = pytest.mark.gpu
+
+MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
+# (K, N, G): G = 32 and 96 give two scale rows per 64-deep batch; G = K is per-channel; N = 320 is 5 strips.
+SHAPES = [(256, 128, 64), (512, 320, 128), (1024, 256, 32), (768, 192, 768), (1536, 128, 96)]
+
+
+def _decode_configs(dtype, bits=4):
+    return mixgemm.compiled_configs(dtype, bits, path="gemv")
+
+
+def _model_weight(packed):
+    w = dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, packed.group_size, torch.float64)
+    return w.to(packed.act_dtype).to(torch.float64)
+
+
+def _check(out, x, packed, math_weight, bias=None, model_weight=None):
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), "unwritten (poisoned) or non-finite output elements"
+    x64 = x.to(torch.float64)
+    extra = bias.to(torch.float64) if bias is not None else 0.0
+    model_weight = _model_weight(packed) if model_weight is None else model_weight
+    assert relative_error(out, x64 @ model_weight + extra) < MODEL_TOL[packed.act_dtype]
+    assert relative_error(out, x64 @ math_weight + extra) < MATH_TOL[packed.act_dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("K,N,G", SHAPES)
+def test_decode_grid_int4(K, N, G, dtype):
+    ckpt = random_checkpoint(K, N, G, dtype)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    math_weight, model_weight = reference_weight(ckpt, G), _model_weight(packed)
+    for base in _decode_configs(dtype):
+        for M in range(1, base.tile_m + 1):
+            for split in (1, 2, 3, K // 64):
+                config = base.with_split_k(split, "none" if split == 1 else "serial")
+                x = random_activations(M, K, dtype)
+                bias = torch.randn(N, device=DEVICE).to(dtype) if M % 2 else None
+                poison_allocator(M * N * 2)
+                out = mixgemm.gemm(x, packed, bias=bias, config=config)
+                _check(out, x, packed, math_weight, bias, model_weight)
+
+
+@pytest.mark.parametrize("symmetric", [False, True], ids=["zeros", "symmetric"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_decode_int8(dtype, symmetric):
+    K, N, G = 1024, 192, 128
+    ckpt = formats.random_gptq_int8_weight(K, N, G, dtype=dtype, symmetric=symmetric)
+    ckpt = {k: (v.to(DEVICE) if v is not None else None) for k, v in ckpt.items()}
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8,
+                             gptq_v1=False)  # the random helper stores z itself (gptq_v2)
+    q = formats.unpack_gptq_qweight_int8(ckpt["qweight"])
+    z = formats.unpack_gptq_zeros_int8(ckpt["qzeros"]) if ckpt["qzeros"] is not None else None
+    math_weight = formats.dequantize(q, ckpt["scales"], z, group_size=G, bits=8)
+    for base in _decode_configs(dtype, bits=8):
+        for M in (1, 3, base.tile_m):
+            for split in (1, 4):
+                x = random_activations(M, K, dtype)
+                poison_allocator(M * N * 2)
+                out = mixgemm.gemm(x, packed, config=base.with_split_k(split, "none" if split == 1 else "serial"))
+                _check(out, x, packed, math_weight)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_decode_symmetric_int4(dtype):
+    K, N, G = 512, 256, 128
+    ckpt = random_checkpoint(K, N, G, dtype)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], None, G)
+    q = formats.unpack_awq(ckpt["qweight"])
+    math_weight = formats.dequantize(q, ckpt["scales"], torch.full_like(q[: K // G], 8), group_size=G,
+                                     dtype=torch.float64)
+    for M in (1, 8):
+        x = random_activations(M, K, dtype)
+        _check(mixgemm.gemm(x, packed, config=_decode_configs(dtype)[0]), x, packed, math_weight)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_decode_converter_exhaustive(dtype):
+    """x = e_k rows pick single K rows of the weight: with scale 1 and zero 0 the outputs are the codes
+    themselves, every value 0..15 in every nibble position and column, exactly."""
+    K, N, G = 256, 128, 64
+    q = ((torch.arange(K)[:, None] + torch.arange(N)[None, :]) % 16).to(torch.uint8)
+    qweight = formats.pack_awq(q).to(DEVICE)
+    qzeros = formats.pack_awq(torch.zeros(K // G, N, dtype=torch.uint8)).to(DEVICE)
+    packed = mixgemm.prepack(qweight, torch.ones(K // G, N, dtype=dtype, device=DEVICE), qzeros, G)
+    eye = torch.eye(K, dtype=dtype, device=DEVICE)
+    config = _decode_configs(dtype)[0]
+    for start in range(0, K, config.tile_m):
+        out = mixgemm.gemm(eye[start:start + config.tile_m], packed, config=config)
+        assert torch.equal(out, q[start:start + config.tile_m].to(dtype).to(DEVICE)), start
+
+
+def test_auto_picks_the_decode_path_up_to_8_rows():
+    K, N, G = 4096, 4096, 128
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    if not _decode_configs(torch.float16):
+        pytest.skip("no decode configs compiled")
+    for M in (1, 8):
+        assert ops.resolve_config(M, packed, "auto").path == "gemv"
+    assert ops.resolve_config(64, packed, "auto").path == "sm80"
+
+
+def test_decode_serial_split_is_deterministic_and_leaves_semaphores_zero():
+    K, N, G, M = 4096, 512, 128, 5
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    x = random_activations(M, K, torch.float16)
+    config = _decode_configs(torch.float16)[0].with_split_k(16, "serial")
+    runs = [mixgemm.gemm(x, packed, config=config) for _ in range(5)]
+    for r in runs[1:]:
+        assert torch.equal(r.view(torch.int16), runs[0].view(torch.int16))
+    torch.cuda.synchronize()
+    assert all(int(buffer.abs().sum()) == 0 for buffer in ops._semaphores.values())
+
+
+@pytest.mark.parametrize("split", [1, 4])
+def test_decode_cuda_graph_capture_and_replay(split):
+    K, N, G, M = 1024, 256, 128, 3
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    config = _decode_configs(torch.float16)[0].with_split_k(split, "none" if split == 1 else "serial")
+    static_x = random_activations(M, K, torch.float16)
+    mixgemm.gemm(static_x, packed, config=config)  # warm up outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = mixgemm.gemm(static_x, packed, config=config)
+    for _ in range(3):
+        static_x.copy_(random_activations(M, K, torch.float16))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_out, mixgemm.gemm(static_x, packed, config=config))
+
+
+def test_decode_config_errors():
+    K, N, G = 512, 128, 128
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    config = _decode_configs(torch.float16)[0]
+    with pytest.raises(ValueError, match=r"takes at most \d+ rows of x, got M = "):
+        mixgemm.gemm(random_activations(config.tile_m + 1, K, torch.float16), packed, config=config)
+    with pytest.raises(ValueError, match=r"split_k must be in \[1, K / 64 = 8\]"):
+        mixgemm.gemm(random_activations(1, K, torch.float16), packed, config=config.with_split_k(9, "serial"))
+    with pytest.raises(ValueError, match="reduces split-K in-kernel"):
+        GemmConfig.gemv(8, 4, split_k=2).with_split_k(2, "parallel")
