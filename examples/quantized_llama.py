@@ -38,14 +38,14 @@ PRESETS = {  # hidden, intermediate, layers, heads, kv heads, vocab
 METHODS = {"awq": False, "gptq": True, "compressed-tensors": False}  # method -> symmetric
 
 
-def build_model(size: str, device: str):
+def build_model(size: str, device: str, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     hidden, inter, layers, heads, kv_heads, vocab = PRESETS[size]
     config = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
                          num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
                          max_position_embeddings=2048, tie_word_embeddings=False, attn_implementation="sdpa")
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(device=device, dtype=torch.float16).eval()
     return model
 
@@ -146,7 +146,7 @@ def run(size="tiny", methods=tuple(METHODS), group_size=128, out=None, new_token
                                  quantization_config(method, 4, group_size, METHODS[method]), tensors,
                                  max_shard_bytes or max(total // 3, 1))  # sharded, with an index file
         reference = dequantized_model(model, logical, group_size)
-        qmodel = build_model(size, device)  # fresh random weights: everything must come from the folder
+        qmodel = build_model(size, device, seed=2)  # other random weights: everything must come from the folder
         report = replace_quantized_linears(qmodel, folder)
         with torch.no_grad():
             q_logits = qmodel(input_ids=ids).logits
