@@ -175,9 +175,9 @@ def test_gptq_qweight_unpack_pack_is_bijective_on_int32(gen):
 
 def test_pack_gptq_zeros_hand_example():
     zeros = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7], [15, 0, 0, 0, 0, 0, 0, 9]])
-    packed = formats.pack_gptq_zeros(zeros)
+    packed = formats.pack_gptq_zeros(zeros, v1=False)  # gptq_v2: stored as is, so the layout shows
     assert packed.tolist() == [[0x76543210], [u32_to_i32(0x9000000F)]]
-    assert torch.equal(formats.unpack_gptq_zeros(packed), zeros.to(torch.uint8))
+    assert torch.equal(formats.unpack_gptq_zeros(packed, v1=False), zeros.to(torch.uint8))
 
 
 def test_pack_gptq_zeros_v1_stores_z_minus_one():
@@ -186,8 +186,10 @@ def test_pack_gptq_zeros_v1_stores_z_minus_one():
     packed = formats.pack_gptq_zeros(zeros, v1=True)
     assert packed.tolist() == [[0x76543210]]
     assert torch.equal(formats.unpack_gptq_zeros(packed, v1=True), zeros.to(torch.uint8))
-    # Read without v1, the stored codes are z - 1.
-    assert formats.unpack_gptq_zeros(packed).tolist() == [list(range(8))]
+    # Read as gptq_v2, the stored codes are z - 1; v1 is the default reading.
+    assert formats.unpack_gptq_zeros(packed, v1=False).tolist() == [list(range(8))]
+    assert torch.equal(formats.pack_gptq_zeros(zeros), packed)
+    assert torch.equal(formats.unpack_gptq_zeros(packed), zeros.to(torch.uint8))
 
 
 def test_pack_gptq_zeros_v1_zero_wraps_to_fifteen():
@@ -703,13 +705,13 @@ def test_gptq_qweight_int8_packs_along_k_per_column(gen):
 def test_pack_gptq_zeros_int8_hand_example():
     # Byte i of word c is column 4c + i.
     zeros = torch.tensor([[0, 1, 2, 3, 250, 251, 252, 253], [128, 0, 0, 0, 0, 0, 0, 9]])
-    packed = formats.pack_gptq_zeros_int8(zeros)
+    packed = formats.pack_gptq_zeros_int8(zeros, v1=False)  # gptq_v2: stored as is, so the layout shows
     assert packed.dtype == torch.int32 and packed.shape == (2, 2)
     assert packed.tolist() == [
         [0x03020100, u32_to_i32(0xFDFCFBFA)],
         [0x00000080, 0x09000000],
     ]
-    assert torch.equal(formats.unpack_gptq_zeros_int8(packed), zeros.to(torch.uint8))
+    assert torch.equal(formats.unpack_gptq_zeros_int8(packed, v1=False), zeros.to(torch.uint8))
 
 
 def test_pack_gptq_zeros_int8_v1_stores_z_minus_one():
@@ -718,7 +720,8 @@ def test_pack_gptq_zeros_int8_v1_stores_z_minus_one():
     packed = formats.pack_gptq_zeros_int8(zeros, v1=True)
     assert packed.tolist() == [[0x03020100]]
     assert torch.equal(formats.unpack_gptq_zeros_int8(packed, v1=True), zeros.to(torch.uint8))
-    assert formats.unpack_gptq_zeros_int8(packed).tolist() == [[0, 1, 2, 3]]
+    assert formats.unpack_gptq_zeros_int8(packed, v1=False).tolist() == [[0, 1, 2, 3]]
+    assert torch.equal(formats.pack_gptq_zeros_int8(zeros), packed)  # v1 is the default
 
 
 def test_pack_gptq_zeros_int8_v1_wraps_mod_256():
@@ -875,3 +878,35 @@ BAD_CALLS_INT8 = [
 def test_value_errors_int8(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---------------------------------------------------------------------------
+# Non-finite weights and GPTQ zero-point conventions
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quantize", [formats.quantize_asym, formats.quantize_sym])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_quantizers_reject_non_finite_weights(quantize, bad, gen):
+    w = torch.randn(64, 16, generator=gen).to(torch.float16)
+    k, n = int(torch.randint(0, 64, (1,), generator=gen)), int(torch.randint(0, 16, (1,), generator=gen))
+    w[k, n] = bad
+    with pytest.raises(ValueError, match=rf"^{quantize.__name__}: w must be finite, .* \(the first at w\[{k}, {n}\]\)"):
+        quantize(w, 32)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_symmetric_zeros_mismatch_names_the_other_format(bits):
+    mid = 1 << (bits - 1)
+    v1_sym = torch.full((2, 64), mid - 1, dtype=torch.uint8)  # how a symmetric v1 checkpoint stores z = mid
+    v2_sym = torch.full((2, 64), mid, dtype=torch.uint8)
+    assert formats.symmetric_zeros_mismatch(v1_sym, bits, v1=True) is None
+    assert formats.symmetric_zeros_mismatch(v2_sym, bits, v1=False) is None
+    assert "gptq_v2" in formats.symmetric_zeros_mismatch(v2_sym, bits, v1=True)
+    assert "checkpoint_format 'gptq'" in formats.symmetric_zeros_mismatch(v1_sym, bits, v1=False)
+
+
+def test_symmetric_zeros_mismatch_ignores_asymmetric_zeros(gen):
+    z = rand_codes((4, 64), gen)
+    assert formats.symmetric_zeros_mismatch(z, 4, v1=True) is None
+    assert formats.symmetric_zeros_mismatch(z, 4, v1=False) is None

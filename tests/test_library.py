@@ -246,11 +246,13 @@ def reference_gemm(x, packed, bias=None, config="auto"):
     return (y if bias is None else y + bias.float()).to(packed.act_dtype)
 
 
-def reference_prepack(qweight, scales, qzeros=None, group_size=None, *, format="awq", gptq_v1=False, g_idx=None):
+def reference_prepack(qweight, scales, qzeros=None, group_size=None, *, format="awq", gptq_v1=None, g_idx=None,
+                      bits=4):
     """packing.prepack's result on the CPU (AWQ and plain GPTQ; act-order is the GPU tests' business)."""
-    assert g_idx is None
-    if format == "gptq":
-        qweight, qzeros = formats.gptq_to_awq(qweight, qzeros, v1=gptq_v1)
+    assert g_idx is None and bits == 4
+    if format in ("gptq", "gptq_v2"):
+        v1 = packing.gptq_reads_v1("prepack", format, gptq_v1)
+        qweight, qzeros = formats.gptq_to_awq(qweight, qzeros, v1=v1)
     group_size = group_size or qweight.shape[0] // scales.shape[0]
     packed, s, o = prepack_awq_reference(qweight, scales, qzeros, group_size)
     return packing.PackedWeight(packed, s, o, group_size, 4, scales.dtype, scales.shape[1], qweight.shape[0])
@@ -312,16 +314,49 @@ def test_quant_linear_from_safetensors_matches_dense(cpu_kernels, tmp_path, dtyp
     assert rel_err(out, math_reference(x, ckpt)) < {F16: 3e-3, BF16: 2e-2}[dtype]
 
 
-@pytest.mark.parametrize("v1", [False, True])
-def test_quant_linear_from_gptq_matches_from_awq(cpu_kernels, tmp_path, v1):
+# (how the file stores its zeros, the from_safetensors arguments that read it)
+GPTQ_READINGS = [
+    (True, {"format": "gptq"}),  # the default: v1, as AutoGPTQ / GPTQModel write it
+    (False, {"format": "gptq_v2"}),
+    (True, {"format": "gptq", "v1": True}),  # the older explicit keyword still works
+    (False, {"format": "gptq", "v1": False}),
+]
+
+
+@pytest.mark.parametrize("stored_v1,kwargs", GPTQ_READINGS)
+def test_quant_linear_from_gptq_matches_from_awq(cpu_kernels, tmp_path, stored_v1, kwargs):
     ckpt = random_layer()
-    gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"], v1=v1)
+    gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"], v1=stored_v1)
     path = tmp_path / "gptq.safetensors"
     save_file({"l.qweight": gq, "l.qzeros": gz, "l.scales": ckpt["scales"], "l.bias": ckpt["bias"]}, str(path))
     x = torch.randn(5, K).to(F16)
     from_awq = QuantLinear.from_awq(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], ckpt["bias"])
-    from_file = QuantLinear.from_safetensors(path, "l", format="gptq", device="cpu", v1=v1)
+    from_file = QuantLinear.from_safetensors(path, "l", device="cpu", **kwargs)
     assert torch.equal(from_file(x), from_awq(x))
+
+
+def test_gptq_v1_file_read_with_defaults_is_right_and_v2_reading_is_not(cpu_kernels, tmp_path):
+    """The issue's case: a v1 file (zeros stored z - 1) loaded with every default must match the math."""
+    ckpt = random_layer()
+    gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"], v1=True)
+    path = tmp_path / "v1.safetensors"
+    save_file({"l.qweight": gq, "l.qzeros": gz, "l.scales": ckpt["scales"], "l.bias": ckpt["bias"]}, str(path))
+    x = torch.randn(4, K).to(F16)
+    ref = math_reference(x, ckpt)
+    assert rel_err(QuantLinear.from_safetensors(path, "l", format="gptq", device="cpu")(x), ref) < 3e-3
+    assert rel_err(QuantLinear.from_gptq(gq, ckpt["scales"], gz, bias=ckpt["bias"])(x), ref) < 3e-3
+    # Read as gptq_v2 every weight is off by one scale step: far from the reference.
+    assert rel_err(QuantLinear.from_safetensors(path, "l", format="gptq_v2", device="cpu")(x), ref) > 0.05
+
+
+def test_from_safetensors_names_the_device_without_cuda(tmp_path, monkeypatch):
+    path = tmp_path / "layer.safetensors"
+    save_file({f"l.{name}": t for name, t in random_layer().items()}, str(path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"^QuantLinear.from_safetensors: device='cuda' asks for a CUDA device, but"):
+        QuantLinear.from_safetensors(path, "l")
+    with pytest.raises(ValueError, match=r"^QuantLinear.from_safetensors: device must be a torch.device"):
+        QuantLinear.from_safetensors(path, "l", device="gpu0")
 
 
 def test_quant_linear_buffers_repr_and_state_dict(cpu_kernels):
@@ -353,7 +388,7 @@ def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
     QuantLinear.from_gptq(*awq_shapes())
     QuantLinear.from_gptq(*awq_shapes(), g_idx=torch.zeros(K, dtype=I32), v1=True, bits=8)
     # Only what differs from the defaults is passed, so older prepack signatures keep working.
-    assert calls[0] == {"format": "gptq", "gptq_v1": False}
+    assert calls[0] == {"format": "gptq"}  # v1 zeros: prepack's own default for format="gptq"
     assert set(calls[1]) == {"format", "gptq_v1", "g_idx", "bits"} and calls[1]["bits"] == 8 and calls[1]["gptq_v1"]
     with pytest.raises(ValueError, match="AWQ checkpoints are 4-bit, got bits = 8"):
         QuantLinear.from_safetensors(tmp_path / "unread.safetensors", "layer", bits=8)
@@ -466,7 +501,7 @@ def test_reads_optional_tensors_when_present(tmp_path):
 
 def test_read_checkpoint_argument_errors(tmp_path):
     path = write_layer(tmp_path, ["qweight", "qzeros", "scales"])
-    with pytest.raises(ValueError, match="format must be 'awq' or 'gptq', got 'exl2'"):
+    with pytest.raises(ValueError, match=r"format must be 'awq', 'gptq' \(v1 zeros\) or 'gptq_v2', got 'exl2'"):
         read_checkpoint_tensors(path, "model.layers.0.mlp.down_proj", "exl2")
     with pytest.raises(ValueError, match="prefix must name a layer"):
         read_checkpoint_tensors(path, "")

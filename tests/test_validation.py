@@ -493,7 +493,7 @@ class TestPrepack:
 
     @pytest.mark.parametrize("fmt", ["marlin", "AWQ", "", None])
     def test_unknown_format(self, fmt):
-        with pytest.raises(ValueError, match=r"^prepack: format must be 'awq' or 'gptq'"):
+        with pytest.raises(ValueError, match=r"^prepack: format must be 'awq', 'gptq' \(v1 zeros\) or 'gptq_v2'"):
             mixgemm.prepack(**awq_tensors(), format=fmt)
 
     @pytest.mark.parametrize(
@@ -763,3 +763,30 @@ class TestActOrder:
     def test_g_idx_needs_the_gptq_format(self, cpu_as_cuda):
         with pytest.raises(ValueError, match=r"^prepack: g_idx \(act-order\) is a GPTQ field"):
             mixgemm.prepack(**awq_tensors(), g_idx=torch.arange(K) // 64)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which GPTQ zero-point convention prepack reads
+
+
+@pytest.mark.parametrize("format,gptq_v1,expected", [
+    ("gptq", None, True),  # the default: v1 (z - 1), what AutoGPTQ/GPTQModel write
+    ("gptq", True, True),
+    ("gptq", False, False),  # the older keyword still overrides
+    ("gptq_v2", None, False),
+    ("gptq_v2", False, False),
+    ("awq", None, False),
+])
+def test_gptq_zero_reading(format, gptq_v1, expected):
+    assert packing.gptq_reads_v1("prepack", format, gptq_v1) is expected
+
+
+@pytest.mark.parametrize("format,gptq_v1,message", [
+    ("gptq_v2", True, r"^prepack: gptq_v1=True contradicts format='gptq_v2'"),
+    ("awq", False, r"^prepack: gptq_v1 applies to GPTQ checkpoints only, got format='awq'"),
+    ("gptq", 1, r"^prepack: gptq_v1 must be True, False or None, got 1"),
+])
+def test_gptq_zero_reading_errors(format, gptq_v1, message):
+    with pytest.raises(ValueError, match=message):
+        mixgemm.prepack(torch.zeros(8, 8, dtype=torch.int32), torch.zeros(1, 64, dtype=torch.float16),
+                        format=format, gptq_v1=gptq_v1)

@@ -93,3 +93,24 @@ def check_device_supported(fn: str, device: torch.device) -> None:
             f"{fn}: this build holds code for sm_{compiled} only, not for the GPU's sm_{arch}; "
             "rebuild with MIXGEMM_CUDA_ARCHS including it"
         )
+
+
+def check_load_device(fn: str, device: object, name: str = "device") -> torch.device:
+    """The ``device`` a loader moves checkpoint tensors to must exist here. Moving to CUDA on a torch
+    without CUDA (or without a visible GPU) would otherwise fail inside torch with a bare
+    ``AssertionError: Torch not compiled with CUDA enabled`` that names neither the argument nor the fix."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{fn}: {name} must be a torch.device or a device string such as 'cuda' or "
+                         f"'cuda:1', got {device!r} ({error})") from None
+    if parsed.type == "cuda":
+        if torch.version.cuda is None or not torch.cuda.is_available():
+            why = ("this PyTorch build has no CUDA support" if torch.version.cuda is None
+                   else "no CUDA GPU is visible to PyTorch")
+            raise ValueError(f"{fn}: {name}={device!r} asks for a CUDA device, but {why}; mixgemm's kernels "
+                             f"need an NVIDIA GPU (sm_80+) and a CUDA build of PyTorch")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ValueError(f"{fn}: {name}={device!r} but only {torch.cuda.device_count()} CUDA device(s) "
+                             f"are visible")
+    return parsed

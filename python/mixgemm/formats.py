@@ -38,9 +38,12 @@ explicitly, and the unpackers mask back to 32 unsigned bits first.
 * **GPTQ qweight** (``[K/8, N]``): packed along K in natural order: nibble ``i``
   of row ``r`` is K-row ``8r + i``.
 * **GPTQ qzeros** (``[K/G, N/8]``): packed along N in natural order: nibble
-  ``i`` of word ``c`` is column ``8c + i``.  Classic ("v1") GPTQ checkpoints
-  store ``z - 1`` instead of ``z``; with ``v1=True`` we store ``(z - 1) mod 16``
-  and add the 1 back (mod 16) when unpacking, so every zero 0..15 round-trips.
+  ``i`` of word ``c`` is column ``8c + i``.  GPTQ checkpoints as AutoGPTQ and
+  GPTQModel write them ("v1", ``checkpoint_format: "gptq"`` or absent) store
+  ``z - 1`` instead of ``z``; only ``checkpoint_format: "gptq_v2"`` stores ``z``.
+  v1 is therefore the default everywhere here (``v1=True``): we store
+  ``(z - 1) mod 16`` and add the 1 back (mod 16) when unpacking, so every zero
+  0..15 round-trips.  Pass ``v1=False`` for gptq_v2 zeros.
 
 Packed int8 (GPTQ 8-bit) layouts
 --------------------------------
@@ -49,7 +52,7 @@ Four 8-bit codes per ``int32``; "byte i" means bits ``8i .. 8i+7``.  A code
 
 * **GPTQ qweight** (``[K/4, N]``): byte ``i`` of row ``r`` is K-row ``4r + i``.
 * **GPTQ qzeros** (``[K/G, N/4]``): byte ``i`` of word ``c`` is column
-  ``4c + i``; ``v1=True`` stores ``(z - 1) mod 256``.
+  ``4c + i``; ``v1=True`` (the default, as for int4) stores ``(z - 1) mod 256``.
 * Symmetric int8 codes are stored biased by 128 (``zeros=None`` means z = 128).
 """
 
@@ -77,6 +80,8 @@ __all__ = [
     "random_gptq_int8_weight",
     "awq_to_gptq",
     "gptq_to_awq",
+    "ZeroPointFormatWarning",
+    "symmetric_zeros_mismatch",
 ]
 
 # ---------------------------------------------------------------------------
@@ -277,10 +282,11 @@ def unpack_gptq_qweight(packed: torch.Tensor) -> torch.Tensor:
     return nibbles.transpose(1, 2).reshape(K8 * PACK, N)
 
 
-def pack_gptq_zeros(zeros: torch.Tensor, v1: bool = False) -> torch.Tensor:
+def pack_gptq_zeros(zeros: torch.Tensor, v1: bool = True) -> torch.Tensor:
     """Pack zero points ``[K/G, N]`` into GPTQ int32 ``[K/G, N/8]`` (natural order along N).
 
-    With ``v1=True`` the stored code is ``(z - 1) mod 16`` (classic GPTQ checkpoints).
+    With ``v1=True`` (the default: what AutoGPTQ/GPTQModel write) the stored code is
+    ``(z - 1) mod 16``; ``v1=False`` stores ``z`` (``gptq_v2``).
     """
     fn = "pack_gptq_zeros"
     _check_codes(fn, "zeros", zeros)
@@ -291,8 +297,12 @@ def pack_gptq_zeros(zeros: torch.Tensor, v1: bool = False) -> torch.Tensor:
     return _pack_along_last(fn, "zeros", zeros, _NATURAL)
 
 
-def unpack_gptq_zeros(packed: torch.Tensor, v1: bool = False) -> torch.Tensor:
-    """Unpack GPTQ int32 ``[K/G, N/8]`` into uint8 zero points ``[K/G, N]``."""
+def unpack_gptq_zeros(packed: torch.Tensor, v1: bool = True) -> torch.Tensor:
+    """Unpack GPTQ int32 ``[K/G, N/8]`` into uint8 zero points ``[K/G, N]``.
+
+    ``v1=True`` (the default) reads v1 checkpoints (stored ``z - 1``); ``v1=False`` returns the codes as
+    stored (``gptq_v2``).
+    """
     stored = _unpack_along_last("unpack_gptq_zeros", "packed", packed, _NATURAL)
     if v1:
         stored = (stored + 1) % (_MAX_NIBBLE + 1)  # uint8 arithmetic: 15 + 1 = 16 -> 0
@@ -328,10 +338,11 @@ def unpack_gptq_qweight_int8(packed: torch.Tensor) -> torch.Tensor:
     return bytes_.transpose(1, 2).reshape(K4 * PACK_INT8, N)
 
 
-def pack_gptq_zeros_int8(zeros: torch.Tensor, v1: bool = False) -> torch.Tensor:
+def pack_gptq_zeros_int8(zeros: torch.Tensor, v1: bool = True) -> torch.Tensor:
     """Pack 8-bit zero points ``[K/G, N]`` into GPTQ int32 ``[K/G, N/4]`` (byte i = column 4c+i).
 
-    With ``v1=True`` the stored code is ``(z - 1) mod 256`` (classic GPTQ checkpoints).
+    With ``v1=True`` (the default, as GPTQ checkpoints store them) the stored code is ``(z - 1) mod 256``;
+    ``v1=False`` stores ``z`` (``gptq_v2``).
     """
     fn = "pack_gptq_zeros_int8"
     _check_codes(fn, "zeros", zeros, _MAX_BYTE)
@@ -340,8 +351,11 @@ def pack_gptq_zeros_int8(zeros: torch.Tensor, v1: bool = False) -> torch.Tensor:
     return _pack_along_last(fn, "zeros", zeros, _NATURAL_INT8, bits=BYTE_BITS)
 
 
-def unpack_gptq_zeros_int8(packed: torch.Tensor, v1: bool = False) -> torch.Tensor:
-    """Unpack GPTQ 8-bit int32 ``[K/G, N/4]`` into uint8 zero points ``[K/G, N]``."""
+def unpack_gptq_zeros_int8(packed: torch.Tensor, v1: bool = True) -> torch.Tensor:
+    """Unpack GPTQ 8-bit int32 ``[K/G, N/4]`` into uint8 zero points ``[K/G, N]``.
+
+    ``v1=True`` (the default) reads stored ``z - 1``; ``v1=False`` returns the codes as stored (``gptq_v2``).
+    """
     stored = _unpack_along_last(
         "unpack_gptq_zeros_int8", "packed", packed, _NATURAL_INT8, bits=BYTE_BITS
     )
@@ -351,15 +365,45 @@ def unpack_gptq_zeros_int8(packed: torch.Tensor, v1: bool = False) -> torch.Tens
     return stored
 
 
+class ZeroPointFormatWarning(UserWarning):
+    """GPTQ zeros that look written in the other zero-point format (v1 ``z - 1`` versus gptq_v2 ``z``)."""
+
+
+def symmetric_zeros_mismatch(stored: torch.Tensor, bits: int, v1: bool) -> str | None:
+    """Why GPTQ zeros (``stored``: the codes as unpacked with ``v1=False``) contradict the ``v1`` reading,
+    or None.
+
+    A symmetric GPTQ checkpoint holds one zero point everywhere, ``2**(bits-1)``: stored as
+    ``2**(bits-1) - 1`` in v1 and as ``2**(bits-1)`` in gptq_v2. Read with the wrong convention, every
+    weight shifts by one scale step with no other symptom, so a constant tensor holding exactly the *other*
+    format's code is reported. (An asymmetric checkpoint never has one zero for every group and column in
+    practice, so this has no false alarms on real weights.)
+    """
+    mid = 1 << (bits - 1)
+    if stored.numel() == 0:
+        return None
+    expected, other = (mid - 1, mid) if v1 else (mid, mid - 1)
+    if not bool((stored == other).all()):
+        return None
+    read_as, fix = ("v1 (stored z - 1)", "gptq_v2") if v1 else ("gptq_v2 (stored z)", "gptq (v1)")
+    return (
+        f"every stored zero point is {other}, the code of a symmetric {fix} checkpoint (z = {mid}); read as "
+        f"{read_as} they mean z = {other + 1 if v1 else other}, which shifts every weight by one scale step. "
+        f"If the checkpoint is {fix}, load it as such (checkpoint_format '{'gptq_v2' if v1 else 'gptq'}'); a "
+        f"symmetric {read_as.split()[0]} checkpoint would store {expected}"
+    )
+
+
 # ---------------------------------------------------------------------------
 # Format conversion
 # ---------------------------------------------------------------------------
 
 
-def awq_to_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, v1: bool = False):
+def awq_to_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, v1: bool = True):
     """AWQ ``(qweight [K, N/8], qzeros [K/G, N/8])`` -> GPTQ ``(qweight [K/8, N], qzeros [K/G, N/8])``.
 
-    Scales are shared unchanged (both formats store them as ``[K/G, N]``).
+    Scales are shared unchanged (both formats store them as ``[K/G, N]``). The GPTQ zeros are written v1
+    (``z - 1``, the default) or, with ``v1=False``, as ``gptq_v2`` (``z``).
     """
     q = unpack_awq(qweight)
     z = unpack_awq(qzeros)
@@ -371,10 +415,10 @@ def awq_to_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, v1: bool = False):
     return pack_gptq_qweight(q), pack_gptq_zeros(z, v1=v1)
 
 
-def gptq_to_awq(qweight: torch.Tensor, qzeros: torch.Tensor, v1: bool = False):
+def gptq_to_awq(qweight: torch.Tensor, qzeros: torch.Tensor, v1: bool = True):
     """GPTQ ``(qweight [K/8, N], qzeros [K/G, N/8])`` -> AWQ ``(qweight [K, N/8], qzeros [K/G, N/8])``.
 
-    ``v1`` says how the *input* zeros are stored.  Act-order (``g_idx``)
+    ``v1`` says how the *input* zeros are stored: ``z - 1`` (the default, v1) or ``z`` (``v1=False``, gptq_v2).  Act-order (``g_idx``)
     checkpoints are not representable in AWQ and must be handled by the caller.
     """
     q = unpack_gptq_qweight(qweight)
@@ -423,6 +467,15 @@ def _groups(fn: str, w: torch.Tensor, group_size: int) -> torch.Tensor:
         raise ValueError(f"{fn}: w must have a floating-point dtype, got {w.dtype}")
     K, N = w.shape
     _check_group_size(fn, group_size, K)
+    finite = torch.isfinite(w)
+    if not bool(finite.all()):
+        # A NaN or inf would propagate into the group's scale (or vanish in a clamp) and give codes that
+        # look valid but mean nothing: refuse, and say where the first one is.
+        bad = (~finite).nonzero()[0].tolist()
+        raise ValueError(
+            f"{fn}: w must be finite, got {int(torch.isnan(w).sum())} NaN and {int(torch.isinf(w).sum())} "
+            f"inf values (the first at w[{bad[0]}, {bad[1]}])"
+        )
     # float64 keeps the reference's own rounding far below the quantisation step.
     return w.to(torch.float64).reshape(K // group_size, group_size, N)
 
@@ -640,8 +693,8 @@ def random_gptq_int8_weight(
 ) -> dict:
     """Random GPTQ 8-bit weight: ``dict(qweight [K/4, N] int32, scales [K/G, N] dtype, qzeros)``.
 
-    ``qzeros`` is int32 ``[K/G, N/4]`` (GPTQ 8-bit packing, stored as ``z``,
-    not the v1 ``z - 1``), or ``None`` when ``symmetric`` (implicit z = 128).
+    ``qzeros`` is int32 ``[K/G, N/4]`` (GPTQ 8-bit packing, stored v1 as
+    ``z - 1`` like real checkpoints), or ``None`` when ``symmetric`` (implicit z = 128).
     Codes and zeros are uniform over 0..255, so bytes with the top bit set (and
     negative words) show up.  Scales are ``sign * (0.002 + 0.01 * |normal|) / 16``:
     the int4 recipe of :func:`random_awq_weight` made 16x smaller, because an

@@ -13,9 +13,9 @@ from typing import Optional
 
 import torch
 
-from . import config_names, library, packing
+from . import _checks, config_names, library, packing
 
-FORMATS = ("awq", "gptq")
+FORMATS = ("awq", "gptq", "gptq_v2")
 
 
 class QuantLinear(torch.nn.Module):
@@ -90,24 +90,29 @@ class QuantLinear(torch.nn.Module):
         qzeros: Optional[torch.Tensor],
         g_idx: Optional[torch.Tensor] = None,
         bias: Optional[torch.Tensor] = None,
-        v1: bool = False,
+        v1: Optional[bool] = None,
         *,
         bits: int = 4,
+        checkpoint_format: str = "gptq",
         config: library.ConfigArg = "auto",
     ) -> "QuantLinear":
         """From GPTQ tensors on the GPU: ``qweight`` int32 ``[K/8, N]``, ``scales`` ``[K/G, N]``, ``qzeros``
         int32 ``[K/G, N/8]``, optional ``g_idx`` ``[K]`` (act-order: K is permuted once at prepack time).
         ``bits=8`` for 8-bit GPTQ (``qweight [K/4, N]``, ``qzeros [K/G, N/4]``).
 
-        ``v1=True`` for classic checkpoints that store ``zero - 1`` (AutoGPTQ's original ``gptq`` format,
-        most checkpoints in the wild); the default ``False`` takes the zeros as stored (``gptq_v2``).
+        Zeros are read **v1** by default (stored ``zero - 1``: what AutoGPTQ and GPTQModel write, and what
+        ``checkpoint_format: "gptq"`` or no checkpoint_format in the quantization config means).
+        ``checkpoint_format="gptq_v2"`` reads them as stored. ``v1=True/False`` is the older explicit
+        override of the ``"gptq"`` reading (see :func:`mixgemm.prepack`).
         """
-        # g_idx and bits only when they say something, so this also works with a prepack that predates
+        # g_idx, bits and v1 only when they say something, so this also works with a prepack that predates
         # act-order or 8-bit support.
         extra = {} if g_idx is None else {"g_idx": g_idx}
         if bits != 4:
             extra["bits"] = bits
-        packed_weight = packing.prepack(qweight, scales, qzeros, format="gptq", gptq_v1=v1, **extra)
+        if v1 is not None:
+            extra["gptq_v1"] = v1
+        packed_weight = packing.prepack(qweight, scales, qzeros, format=checkpoint_format, **extra)
         return cls(packed_weight, bias, config=config)
 
     @classmethod
@@ -118,23 +123,28 @@ class QuantLinear(torch.nn.Module):
         format: str = "awq",
         device: str | torch.device = "cuda",
         *,
-        v1: bool = False,
+        v1: Optional[bool] = None,
         bits: int = 4,
         config: library.ConfigArg = "auto",
     ) -> "QuantLinear":
         """One layer of a safetensors checkpoint: ``{prefix}.qweight``, ``{prefix}.qzeros``,
         ``{prefix}.scales`` and, if present, ``{prefix}.bias`` (and ``{prefix}.g_idx`` for GPTQ).
 
-        Only that layer's tensors are read. ``v1`` and ``bits`` are :meth:`from_gptq`'s (AWQ is 4-bit).
+        ``format``: ``"awq"``, ``"gptq"`` (zeros read v1, stored ``z - 1``: AutoGPTQ/GPTQModel checkpoints,
+        ``checkpoint_format: "gptq"`` or none) or ``"gptq_v2"`` (zeros as stored). Only that layer's tensors
+        are read. ``v1`` and ``bits`` are :meth:`from_gptq`'s (AWQ is 4-bit). To load a checkpoint folder
+        with its own quantization config (or a whole model), see :mod:`mixgemm.checkpoint`.
         """
+        fn = "QuantLinear.from_safetensors"
         if format == "awq" and bits != 4:
-            raise ValueError(f"QuantLinear.from_safetensors: AWQ checkpoints are 4-bit, got bits = {bits}")
-        tensors = read_checkpoint_tensors(path, prefix, format)
-        t = {name: None if value is None else value.to(device) for name, value in tensors.items()}
+            raise ValueError(f"{fn}: AWQ checkpoints are 4-bit, got bits = {bits}")
+        tensors = read_checkpoint_tensors(path, prefix, format)  # a bad file or prefix is reported first
+        target = _checks.check_load_device(fn, device)
+        t = {name: None if value is None else value.to(target) for name, value in tensors.items()}
         if format == "awq":
             return cls.from_awq(t["qweight"], t["scales"], t["qzeros"], t["bias"], config=config)
         return cls.from_gptq(t["qweight"], t["scales"], t["qzeros"], t["g_idx"], t["bias"], v1=v1, bits=bits,
-                             config=config)
+                             checkpoint_format=format, config=config)
 
     # -----------------------------------------------------------------------------------------------
 
@@ -184,12 +194,12 @@ def read_checkpoint_tensors(
 
     fn = "QuantLinear.from_safetensors"
     if format not in FORMATS:
-        raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
+        raise ValueError(f"{fn}: format must be 'awq', 'gptq' (v1 zeros) or 'gptq_v2', got {format!r}")
     if not isinstance(prefix, str) or not prefix.strip("."):
         raise ValueError(f"{fn}: prefix must name a layer, such as 'model.layers.0.mlp.down_proj', got {prefix!r}")
     prefix = prefix.rstrip(".")  # "layer." and "layer" name the same layer
     required = ("qweight", "qzeros", "scales")
-    optional = ("bias", "g_idx") if format == "gptq" else ("bias",)
+    optional = ("bias", "g_idx") if format != "awq" else ("bias",)
 
     # safe_open reads the header only; each get_tensor then reads one tensor, so a layer of a large
     # multi-layer file costs only its own bytes.

@@ -7,6 +7,7 @@ the PyTorch twin the tests compare against.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import torch
 
@@ -122,6 +123,35 @@ def _act_order_permutation(fn: str, g_idx: torch.Tensor, K: int, groups: int) ->
     return torch.sort(g_idx, stable=True).indices
 
 
+GPTQ_FORMATS = ("gptq", "gptq_v2")
+
+
+def gptq_reads_v1(fn: str, format: str, gptq_v1: bool | None) -> bool:
+    """Whether GPTQ zeros are read v1 (stored ``z - 1``): ``format="gptq"`` means v1, as AutoGPTQ and
+    GPTQModel write it and as a checkpoint without ``checkpoint_format`` is; ``"gptq_v2"`` means stored
+    as ``z``. An explicit ``gptq_v1`` overrides ``"gptq"`` (the keyword predates ``"gptq_v2"``) but may
+    not contradict ``"gptq_v2"``."""
+    if gptq_v1 is not None and not isinstance(gptq_v1, bool):
+        raise ValueError(f"{fn}: gptq_v1 must be True, False or None, got {gptq_v1!r}")
+    if format == "gptq_v2":
+        if gptq_v1:
+            raise ValueError(f"{fn}: gptq_v1=True contradicts format='gptq_v2' (whose zeros are stored as z)")
+        return False
+    if format == "gptq":
+        return True if gptq_v1 is None else gptq_v1
+    if gptq_v1 is not None:
+        raise ValueError(f"{fn}: gptq_v1 applies to GPTQ checkpoints only, got format={format!r}")
+    return False
+
+
+def _warn_on_symmetric_mismatch(stored_zeros: torch.Tensor, bits: int, v1: bool) -> None:
+    from . import formats
+
+    message = formats.symmetric_zeros_mismatch(stored_zeros, bits, v1)
+    if message is not None:
+        warnings.warn(f"prepack: {message}", formats.ZeroPointFormatWarning, stacklevel=3)
+
+
 def prepack(
     qweight: torch.Tensor,
     scales: torch.Tensor,
@@ -129,38 +159,46 @@ def prepack(
     group_size: int | None = None,
     *,
     format: str = "awq",
-    gptq_v1: bool = False,
+    gptq_v1: bool | None = None,
     g_idx: torch.Tensor | None = None,
     bits: int = 4,
 ) -> PackedWeight:
     """Rewrites an AWQ (default) or GPTQ int4 checkpoint into our kernel layout on the GPU.
 
     AWQ: ``qweight`` int32 ``[K, N/8]``, ``qzeros`` int32 ``[K/G, N/8]``, ``scales`` ``[K/G, N]``.
-    GPTQ: ``qweight`` int32 ``[K/8, N]`` packed along K, ``qzeros`` ``[K/G, N/8]`` in natural order
-    (``gptq_v1=True`` for classic checkpoints storing ``z - 1``), and optionally act-order ``g_idx``
-    ``[K]``: K is then permuted once here so each group is contiguous, and :func:`gemm` gathers x's
-    columns to match. ``qzeros=None`` means symmetric (scale-only) weights, ``W = (q - 8) * s``.
-    ``group_size`` defaults to ``K / scales.shape[0]``. The activation dtype is the scales' dtype.
-    ``bits=8``: GPTQ 8-bit checkpoints (``qweight`` int32 ``[K/4, N]``, ``qzeros`` ``[K/G, N/4]``; no
-    zeros means symmetric, ``W = (q - 128) * s``).
+    GPTQ: ``qweight`` int32 ``[K/8, N]`` packed along K, ``qzeros`` ``[K/G, N/8]`` in natural order, and
+    optionally act-order ``g_idx`` ``[K]``: K is then permuted once here so each group is contiguous, and
+    :func:`gemm` gathers x's columns to match.
+
+    Which zeros GPTQ stores: ``format="gptq"`` reads them **v1** (stored ``z - 1``), what AutoGPTQ and
+    GPTQModel write and what a checkpoint whose config has ``checkpoint_format: "gptq"`` or none holds;
+    ``format="gptq_v2"`` reads them as stored (``checkpoint_format: "gptq_v2"``). ``gptq_v1=True/False``
+    overrides the reading of ``format="gptq"`` (the older spelling). Constant zeros that match the other
+    convention's symmetric code raise a :class:`~mixgemm.formats.ZeroPointFormatWarning`.
+
+    ``qzeros=None`` means symmetric (scale-only) weights, ``W = (q - 8) * s``. ``group_size`` defaults to
+    ``K / scales.shape[0]``. The activation dtype is the scales' dtype. ``bits=8``: GPTQ 8-bit checkpoints
+    (``qweight`` int32 ``[K/4, N]``, ``qzeros`` ``[K/G, N/4]``, read as above; no zeros means symmetric,
+    ``W = (q - 128) * s``).
     """
     fn = "prepack"
-    if format not in ("awq", "gptq"):
-        raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
+    if format not in ("awq",) + GPTQ_FORMATS:
+        raise ValueError(f"{fn}: format must be 'awq', 'gptq' (v1 zeros) or 'gptq_v2', got {format!r}")
+    v1 = gptq_reads_v1(fn, format, gptq_v1)
     if bits not in (4, 8):
         raise ValueError(f"{fn}: bits must be 4 or 8, got {bits!r}")
     if bits == 8:
-        if format != "gptq":
-            raise ValueError(f"{fn}: 8-bit weights come in the GPTQ layout; pass format='gptq'")
-        return _prepack_gptq_int8(qweight, scales, qzeros, group_size, gptq_v1, g_idx)
+        if format not in GPTQ_FORMATS:
+            raise ValueError(f"{fn}: 8-bit weights come in the GPTQ layout; pass format='gptq' or 'gptq_v2'")
+        return _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1, g_idx)
     _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
     if qzeros is not None:
         _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
     _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2)
-    if g_idx is not None and format != "gptq":
-        raise ValueError(f"{fn}: g_idx (act-order) is a GPTQ field; pass format='gptq'")
+    if g_idx is not None and format not in GPTQ_FORMATS:
+        raise ValueError(f"{fn}: g_idx (act-order) is a GPTQ field; pass format='gptq' or 'gptq_v2'")
     perm = None
-    if format == "gptq":
+    if format in GPTQ_FORMATS:
         from . import formats
 
         K = qweight.shape[0] * 8
@@ -172,7 +210,10 @@ def prepack(
                 q = q.index_select(0, perm)
         qweight = formats.pack_awq(q)
         if qzeros is not None:
-            qzeros = formats.pack_awq(formats.unpack_gptq_zeros(qzeros, v1=gptq_v1))
+            stored = formats.unpack_gptq_zeros(qzeros, v1=False)
+            _warn_on_symmetric_mismatch(stored, 4, v1)
+            zeros = (stored + 1) % 16 if v1 else stored  # uint8: 15 + 1 wraps to 0 via the modulo
+            qzeros = formats.pack_awq(zeros)
     K = qweight.shape[0]
     if group_size is None:
         group_size = _checks.group_size_of(fn, K, scales.shape[0])
@@ -204,7 +245,11 @@ def _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1: bool, g_idx) -> 
         perm = _act_order_permutation(fn, g_idx, K, groups)
         if perm is not None:
             q = q.index_select(0, perm)
-    zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1) if qzeros is not None else None
+    zeros = None
+    if qzeros is not None:
+        stored = formats.unpack_gptq_zeros_int8(qzeros, v1=False)
+        _warn_on_symmetric_mismatch(stored, 8, v1)
+        zeros = ((stored.to(torch.int64) + 1) % 256).to(torch.uint8) if v1 else stored
     packed, scales_out, offsets = prepack_ref.prepack_int8_reference(q, scales, zeros, G)
     return PackedWeight(packed, scales_out, offsets, G, 8, scales.dtype, N, K, perm)
 

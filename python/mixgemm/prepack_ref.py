@@ -405,12 +405,13 @@ def prepack_gptq_int8_reference(
     scales: torch.Tensor,
     qzeros: Optional[torch.Tensor],
     group_size: int,
-    v1: bool = False,
+    v1: bool = True,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GPTQ 8-bit tensors -> (packed, scales, offsets) in the mixgemm int8 v1 layout.
 
     qweight int32 [K/4, N] (byte i of row r = K-row 4r + i), scales fp16/bf16 [K/G, N], qzeros int32
-    [K/G, N/4] (byte i of word c = column 4c + i; v1=True: stored as (z - 1) mod 256) or None
+    [K/G, N/4] (byte i of word c = column 4c + i; v1=True, the default as for every GPTQ reader: stored as
+    (z - 1) mod 256; v1=False: gptq_v2, stored as z) or None
     (symmetric, z = 128). Decoded with mixgemm.formats, then as prepack_int8_reference. Act-order
     (g_idx) checkpoints need their K rows permuted by the caller first.
     """

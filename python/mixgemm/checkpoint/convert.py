@@ -1,0 +1,155 @@
+"""One quantized layer of a checkpoint -> the arguments of :func:`mixgemm.prepack`, on the CPU.
+
+Everything here is pure PyTorch and needs no GPU: reading a layer's tensors, checking that mixgemm can run
+its shape (each failure a ValueError naming the layer and the rule), and converting compressed-tensors
+layers into GPTQ terms. Only :func:`mixgemm.prepack` (called by :mod:`.model`) needs CUDA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Optional
+
+import torch
+
+from .. import formats
+from . import compressed_tensors
+from .config import QuantScheme
+from .files import CheckpointFiles
+
+# The GEMM's shape rules (README "Constraints of the GEMM"): N in 64-column strips, K in 64-row tiles, groups
+# of a multiple of 32 rows (per channel, G = K, included).
+N_MULTIPLE, K_MULTIPLE, GROUP_MULTIPLE = 64, 64, 32
+_SUFFIXES = {
+    "awq": ("qweight", "qzeros", "scales", "bias"),
+    "gptq": ("qweight", "qzeros", "scales", "g_idx", "bias"),
+    "compressed-tensors": ("weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx", "weight_shape",
+                           "bias"),
+}
+
+
+@dataclasses.dataclass
+class PrepackArgs:
+    """What :func:`mixgemm.prepack` takes for one layer: ``format`` ``"awq"``, ``"gptq"`` (v1 zeros) or
+    ``"gptq_v2"``; ``qzeros`` None for symmetric weights; ``scales`` already in the activation dtype."""
+
+    qweight: torch.Tensor
+    scales: torch.Tensor
+    qzeros: Optional[torch.Tensor]
+    g_idx: Optional[torch.Tensor]
+    bias: Optional[torch.Tensor]
+    format: str
+    bits: int
+
+    def to(self, device) -> "PrepackArgs":
+        move = (lambda t: None if t is None else t.to(device))
+        return dataclasses.replace(self, qweight=move(self.qweight), scales=move(self.scales),
+                                   qzeros=move(self.qzeros), g_idx=move(self.g_idx), bias=move(self.bias))
+
+    @property
+    def k(self) -> int:
+        return self.qweight.shape[0] * (1 if self.format == "awq" else 32 // self.bits)
+
+    @property
+    def n(self) -> int:
+        return self.scales.shape[1]
+
+
+def has_quantized_tensors(files: CheckpointFiles, name: str, method: str) -> bool:
+    """Whether the checkpoint holds module ``name`` in quantized form."""
+    return f"{name}.{'weight_packed' if method == 'compressed-tensors' else 'qweight'}" in files
+
+
+def read_layer(files: CheckpointFiles, name: str, scheme: QuantScheme, dtype: torch.dtype) -> PrepackArgs:
+    """Layer ``name`` of the checkpoint, stored as ``scheme`` says, as prepack arguments with scales in
+    ``dtype`` (fp16 or bf16). GPTQ zeros keep the config's reading (v1 unless ``gptq_v2``); a symmetric
+    GPTQ layer whose constant zeros contradict it warns (:class:`~mixgemm.formats.ZeroPointFormatWarning`)."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"{name}: the activation dtype must be float16 or bfloat16, got {dtype}")
+    t = {suffix: files.get_optional(f"{name}.{suffix}") for suffix in _SUFFIXES[scheme.method]}
+    if scheme.method == "compressed-tensors":
+        qweight, scales, qzeros, g_idx = compressed_tensors.to_gptq(
+            name, t, scheme.bits, scheme.symmetric, scheme.group_size)
+        args = PrepackArgs(qweight, scales, qzeros, g_idx, t["bias"], "gptq_v2", scheme.bits)
+    else:
+        missing = [s for s in ("qweight", "scales") if t[s] is None]
+        if scheme.method == "awq" and not scheme.symmetric and t["qzeros"] is None:
+            missing.append("qzeros")
+        if missing:
+            raise ValueError(f"{name}: the checkpoint has no {', '.join(f'{name}.{m}' for m in missing)} "
+                             f"(a {scheme.method} layer needs qweight, qzeros and scales)")
+        fmt = "awq" if scheme.method == "awq" else scheme.zero_format
+        args = PrepackArgs(t["qweight"], t["scales"], t["qzeros"], t.get("g_idx"), t["bias"], fmt, scheme.bits)
+    _check_layout(name, args, scheme)
+    _check_runnable(name, args, scheme)
+    if scheme.method == "gptq" and args.qzeros is not None and scheme.symmetric:
+        _check_symmetric_zeros(name, args)
+    args.scales = args.scales.to(dtype)
+    if args.bias is not None:
+        args.bias = args.bias.to(dtype)
+    return args
+
+
+def _check_layout(name: str, a: PrepackArgs, scheme: QuantScheme) -> None:
+    """Tensor dtypes and shapes agree with each other, so a wrong file fails here, naming the layer."""
+    per_word = 32 // a.bits
+    for key in ("qweight", "qzeros"):
+        value = getattr(a, key)
+        if value is not None and (value.dtype != torch.int32 or value.dim() != 2):
+            raise ValueError(f"{name}.{key} must be a 2-D int32 tensor, got {value.dtype} {tuple(value.shape)}")
+    if not a.scales.dtype.is_floating_point or a.scales.dim() != 2:
+        raise ValueError(f"{name}.scales must be a 2-D float tensor, got {a.scales.dtype} {tuple(a.scales.shape)}")
+    groups, N = a.scales.shape
+    if a.format == "awq":
+        K = a.qweight.shape[0]
+        expected_qweight = (K, N // per_word)
+    else:
+        K = a.qweight.shape[0] * per_word
+        expected_qweight = (K // per_word, N)
+    if tuple(a.qweight.shape) != expected_qweight or N % per_word:
+        layout = "[K, N/8]" if a.format == "awq" else f"[K/{per_word}, N]"
+        raise ValueError(f"{name}.qweight must have shape {layout} with N = scales.shape[1] = {N}, got "
+                         f"{tuple(a.qweight.shape)}")
+    if a.qzeros is not None and tuple(a.qzeros.shape) != (groups, N // per_word):
+        raise ValueError(f"{name}.qzeros must have shape [K/G, N/{per_word}] = {(groups, N // per_word)}, got "
+                         f"{tuple(a.qzeros.shape)}")
+    if a.bias is not None and tuple(a.bias.shape) != (N,):
+        raise ValueError(f"{name}.bias must have shape ({N},), got {tuple(a.bias.shape)}")
+    if a.g_idx is not None and (a.g_idx.dim() != 1 or a.g_idx.shape[0] != K or a.g_idx.dtype.is_floating_point):
+        raise ValueError(f"{name}.g_idx must be an integer tensor of shape ({K},), got {a.g_idx.dtype} "
+                         f"{tuple(a.g_idx.shape)}")
+    expected_groups = 1 if scheme.group_size is None else K // scheme.group_size
+    if scheme.group_size is not None and K % scheme.group_size:
+        raise ValueError(f"{name}: group_size {scheme.group_size} from the config does not divide K = {K}")
+    if groups != expected_groups:
+        raise ValueError(f"{name}.scales has {groups} rows, but K = {K} with the config's group_size "
+                         f"{scheme.group_size or 'per channel'} needs {expected_groups}")
+
+
+def _check_runnable(name: str, a: PrepackArgs, scheme: QuantScheme) -> None:
+    """The shapes the kernels run, checked here so that the error names the layer, not a prepack argument."""
+    K, N = a.k, a.n
+    G = K if scheme.group_size is None else scheme.group_size
+    if N % N_MULTIPLE:
+        raise ValueError(f"{name}: N = {N} output features is not a multiple of {N_MULTIPLE}, which mixgemm "
+                         "needs; keep this layer dense (the config's ignore / modules_to_not_convert)")
+    if K % K_MULTIPLE:
+        raise ValueError(f"{name}: K = {K} input features is not a multiple of {K_MULTIPLE}, which mixgemm needs")
+    if G % GROUP_MULTIPLE:
+        raise ValueError(f"{name}: group_size {G} is not a multiple of {GROUP_MULTIPLE}, which mixgemm needs")
+    if a.g_idx is not None:
+        g = a.g_idx.long()
+        groups = K // G
+        if int(g.min()) < 0 or int(g.max()) >= groups or not bool((torch.bincount(g, minlength=groups) == G).all()):
+            raise ValueError(f"{name}.g_idx must give each of the {groups} groups exactly group_size = {G} rows "
+                             "of K (act-order permutes rows; it does not resize groups)")
+
+
+def _check_symmetric_zeros(name: str, a: PrepackArgs) -> None:
+    unpack = formats.unpack_gptq_zeros if a.bits == 4 else formats.unpack_gptq_zeros_int8
+    stored = unpack(a.qzeros, v1=False)
+    message = formats.symmetric_zeros_mismatch(stored, a.bits, v1=a.format == "gptq")
+    if message is not None:
+        warnings.warn(f"{name}: the config says sym with checkpoint_format "
+                      f"{a.format!r}, but {message}", formats.ZeroPointFormatWarning, stacklevel=3)
