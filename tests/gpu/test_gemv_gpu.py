@@ -66,8 +66,7 @@ def test_decode_int8(dtype, symmetric):
     K, N, G = 1024, 192, 128
     ckpt = formats.random_gptq_int8_weight(K, N, G, dtype=dtype, symmetric=symmetric)
     ckpt = {k: (v.to(DEVICE) if v is not None else None) for k, v in ckpt.items()}
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8,
-                             gptq_v1=False)  # the random helper stores z itself (gptq_v2)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8)
     q = formats.unpack_gptq_qweight_int8(ckpt["qweight"])
     z = formats.unpack_gptq_zeros_int8(ckpt["qzeros"]) if ckpt["qzeros"] is not None else None
     math_weight = formats.dequantize(q, ckpt["scales"], z, group_size=G, bits=8)
