@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from . import config_names, library, packing
+from . import config_names, library, ops, packing
 
 FORMATS = ("awq", "gptq")
 
@@ -152,13 +152,37 @@ class QuantLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # nn.Linear takes any strides; the kernel needs contiguous rows (a no-op when they already are).
-        # The fields go in one by one rather than as a PackedWeight so that torch.compile has no dataclass
-        # to construct while tracing.
+        if library.eager_call(x):
+            # Plain eager call: straight to the validated function, skipping the custom op's dispatch.
+            weight, config = self._eager_weight()
+            return ops.gemm(x.contiguous(), weight, self._buffers["bias"], config)
+        # Traced (torch.compile, export, fake tensors): through the custom op. The fields go in one by one
+        # rather than as a PackedWeight so that torch.compile has no dataclass to construct while tracing.
         return library.gemm_tensors(
             x.contiguous(), self.packed, self.scales, self.offsets, self.bias,
             group_size=self.group_size, n=self.out_features, k=self.in_features, perm=self.perm,
             config=self.config,
         )
+
+    def _eager_weight(self) -> tuple[packing.PackedWeight, library.ConfigArg]:
+        """The buffers as a PackedWeight and the parsed config, kept between eager calls so that gemm's
+        validation of the weight (remembered on the PackedWeight) and its plans are reused.
+
+        Rebuilt whenever a buffer or attribute was replaced since (``.to()``, ``.half()``, a new
+        ``config``): identities are compared, since replacing is how a module changes its tensors.
+        """
+        b = self._buffers
+        cached = self.__dict__.get("_mixgemm_eager")
+        if cached is not None:
+            w, config_arg, config = cached
+            if (w.packed is b["packed"] and w.scales is b["scales"] and w.offsets is b["offsets"]
+                    and w.perm is b["perm"] and config_arg is self.config and w.group_size == self.group_size
+                    and w.n == self.out_features and w.k == self.in_features and w.bits == self.bits):
+                return w, config
+        w, config_arg = self.packed_weight(), self.config
+        config = library.parse_config(config_arg)
+        self.__dict__["_mixgemm_eager"] = (w, config_arg, config)
+        return w, config
 
     def extra_repr(self) -> str:
         text = (f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, "
