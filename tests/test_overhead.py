@@ -221,3 +221,17 @@ def test_device_rules_are_still_checked_once_per_device(gpu, monkeypatch):
     with pytest.raises(RuntimeError, match=r"^gemm: GPU FakeGPU has compute capability 7\.5"):
         mixgemm.gemm(torch.zeros(1, K, dtype=F16), packed_weight())
     assert ops._devices == {}  # a refused device is not remembered as good
+
+
+def test_tracing_still_records_the_custom_op(gpu):
+    # The direct eager path is for plain calls only: under a dispatch mode (here make_fx's, on real
+    # tensors) the op must still be called, so the trace records one mixgemm::gemm node per GEMM. (Fake
+    # tensors are test_library.py's business.)
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    layer = QuantLinear(packed_weight())
+    x = torch.zeros(3, K, dtype=F16)
+    graph = make_fx(lambda t: layer(t) + library.gemm(t, packed_weight()))(x)
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert targets.count("mixgemm.gemm.default") == 2, targets
+    assert library.eager_call(x) and not library.eager_call(x.to("meta"))

@@ -222,7 +222,8 @@ def gemm(
     """:func:`mixgemm.gemm` through the custom op ``mixgemm::gemm``: same arguments, same result.
 
     ``config`` is ``"auto"``, a :class:`~mixgemm.config.GemmConfig` or its name. Works in eager mode, under
-    CUDA-graph capture and inside ``torch.compile(fullgraph=True)``.
+    CUDA-graph capture and inside ``torch.compile(fullgraph=True)``. A plain eager call (see
+    :func:`eager_call`) on a weight without act-order goes to :func:`mixgemm.ops.gemm` directly.
     """
     if not isinstance(packed_weight, packing.PackedWeight):
         raise ValueError(

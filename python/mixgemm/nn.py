@@ -2,8 +2,9 @@
 run by mixgemm's GEMM.
 
 It holds a prepacked weight (:func:`mixgemm.prepack`) as buffers and computes ``y = x @ W + bias`` through the
-``mixgemm::gemm`` custom op (library.py), so a model built from it can be captured in a CUDA graph or compiled
-with ``torch.compile(fullgraph=True)``. Inference only: the op has no backward.
+``mixgemm::gemm`` custom op (library.py) whenever it is traced, so a model built from it can be captured in a
+CUDA graph or compiled with ``torch.compile(fullgraph=True)``; a plain eager call skips the op's dispatch and
+calls the validated function directly (``library.eager_call``). Inference only: the op has no backward.
 """
 
 from __future__ import annotations
