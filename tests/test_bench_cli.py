@@ -403,3 +403,56 @@ def test_describe_keeps_reasons_short():
     exc = RuntimeError("first line\n" + "dispatcher dump\n" * 100)
     assert peers.describe(exc) == "RuntimeError: first line"
     assert len(peers.describe(ValueError("x" * 1000))) == 240
+
+
+# ---------------------------------------------------------------------------------------------------
+# overhead: eager per-call host cost
+
+
+def test_overhead_arguments(capsys):
+    args = cli.parse_args(["overhead"])
+    assert (args.shape, args.m, args.group_size, args.dtype) == ((4096, 4096), 1, 128, "fp16")
+    assert (args.calls, args.warmup, args.repeat) == (3000, 200, 5)
+    args = cli.parse_args(["overhead", "--shape", "8192x28672", "--m", "16", "--calls", "100", "--warmup", "0",
+                           "--repeat", "3", "--dtype", "bf16"])
+    assert (args.shape, args.m, args.calls, args.warmup, args.repeat, args.dtype) == (
+        (8192, 28672), 16, 100, 0, 3, "bf16")
+    for argv, text in [(["overhead", "--calls", "0"], "integer >= 1"), (["overhead", "--m", "1,16"], "integer >= 1"),
+                       (["overhead", "--shape", "4096x100"], "multiple of 64"),
+                       (["overhead", "--group-size", "48"], "--group-size must be a positive multiple of 32"),
+                       (["overhead", "--reps", "7"], "unrecognized arguments")]:
+        assert text in _parse_error(capsys, argv)
+
+
+def test_overhead_flow(monkeypatch, tmp_path, capsys):
+    from mixgemm.bench import overhead
+
+    built = []
+
+    def fake_cases(K, N, M, G, dtype, device="cuda"):
+        built.append((K, N, M, G, dtype))
+        return [(label, lambda: None) for label in (overhead.REFERENCE, "mixgemm.gemm", "QuantLinear")]
+
+    costs = iter([20.0, 24.0, 30.0, 19.0, 25.0, 31.0, 21.0, 23.0, 29.0])  # 3 repeats x 3 calls, interleaved
+    seen = []
+
+    def fake_time(call, calls, warmup):
+        seen.append((calls, warmup))
+        return next(costs)
+
+    monkeypatch.setattr(overhead, "build_cases", fake_cases)
+    monkeypatch.setattr(overhead, "time_per_call", fake_time)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    assert cli.main(["overhead", "--shape", "1024x2048", "--m", "4", "--calls", "50", "--warmup", "5",
+                     "--repeat", "3", "--out", str(tmp_path)]) == 0
+    assert built == [(1024, 2048, 4, 128, torch.float16)] and seen == [(50, 5)] * 9
+    data = json.loads((tmp_path / "overhead.json").read_text())
+    assert data["meta"]["gpu"] == "Fake GPU" and data["meta"]["protocol"]["cuda_graph"] is False
+    by = {r["call"]: r for r in data["results"]}
+    assert by["torch.matmul"]["us_per_call"] == 20.0 and by["torch.matmul"]["vs_matmul"] == 1.0
+    assert by["mixgemm.gemm"]["samples_us"] == [24.0, 25.0, 23.0] and by["mixgemm.gemm"]["min_us"] == 23.0
+    assert by["QuantLinear"]["vs_matmul"] == pytest.approx(30.0 / 20.0)
+    assert len(list(csv.DictReader((tmp_path / "overhead.csv").open()))) == 3
+    last = capsys.readouterr().out.rstrip().splitlines()[-1].split()
+    assert last == ["QuantLinear", "30.0", "29.0", "1.50x"]

@@ -5,13 +5,24 @@ from __future__ import annotations
 import torch
 
 
+# The raw handle straight from torch's C++ side (what torch.compile's generated code uses): the public
+# torch.cuda.current_stream() builds a Stream object first, microseconds that every launch would pay.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_extension = None
+
+
 def current_stream(device: torch.device) -> int:
     """The handle of ``device``'s current CUDA stream, which every launch uses (CUDA-graph capture too)."""
+    if _raw_stream is not None and device.index is not None:
+        return _raw_stream(device.index)
     return torch.cuda.current_stream(device).cuda_stream
 
 
 def extension():
-    """``mixgemm._C``, imported on first use."""
-    from . import _C
+    """``mixgemm._C``, imported on first use (kept, since an import statement costs a lookup per call)."""
+    global _extension
+    if _extension is None:
+        from . import _C
 
-    return _C
+        _extension = _C
+    return _extension

@@ -24,6 +24,7 @@ A :class:`~mixgemm.packing.PackedWeight` is a Python dataclass, which an operato
 # No ``from __future__ import annotations`` here: torch.library reads the annotations of the op functions,
 # and the schemas below are spelled out anyway so that they are exactly the documented ones.
 
+import functools
 from typing import Optional, Union
 
 import torch
@@ -85,6 +86,20 @@ def _bits_of(packed: torch.Tensor) -> int:
     return _BITS_OF_WORDS_PER_LANE.get(packed.shape[-1], 4) if packed.dim() == 4 else 4
 
 
+def _weight_of(packed, scales, offsets, group_size: int, n: int, k: int) -> packing.PackedWeight:
+    # Without `perm`: the wrapper has already gathered x's columns (where the compiler can see and fuse
+    # it), so the weight here is always in the kernel's own K order. Keywords, not positions, so a field
+    # added to PackedWeight later cannot shift these into the wrong slots.
+    return packing.PackedWeight(
+        packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed),
+        act_dtype=scales.dtype, n=n, k=k,
+    )
+
+
+# Config names parsed once each (a regex per call otherwise); a bad name raises every time, uncached.
+_parse_name = functools.lru_cache(maxsize=256)(config_names.from_name)
+
+
 @torch.library.custom_op(
     f"{_NAMESPACE}::gemm",
     mutates_args=(),
@@ -104,14 +119,7 @@ def _gemm_op(
     k: int,
     config: str,
 ) -> torch.Tensor:
-    # Rebuilt without `perm`: the wrapper has already gathered x's columns (where the compiler can see and
-    # fuse it), so the weight here is always in the kernel's own K order. Keywords, not positions, so a
-    # field added to PackedWeight later cannot shift these into the wrong slots.
-    weight = packing.PackedWeight(
-        packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed),
-        act_dtype=scales.dtype, n=n, k=k,
-    )
-    return ops.gemm(x, weight, bias, config_names.from_name(config))
+    return ops.gemm(x, _weight_of(packed, scales, offsets, group_size, n, k), bias, _parse_name(config))
 
 
 @_gemm_op.register_fake
@@ -123,7 +131,23 @@ def _gemm_fake(x, packed, scales, offsets, bias, group_size, n, k, config):
 
 # ---------------------------------------------------------------------------------------------------
 # Python wrappers: what callers use. They only unpack arguments (code torch.compile traces without graph
-# breaks) and call torch.ops.mixgemm.*.
+# breaks) and call torch.ops.mixgemm.*; gemm's wrappers call ops.gemm directly in plain eager calls.
+
+
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+
+
+def eager_call(x) -> bool:
+    """Whether a GEMM on ``x`` may call :func:`mixgemm.ops.gemm` directly instead of the custom op.
+
+    The op's Python dispatch costs tens of microseconds per eager call, for nothing but tracing: so a plain
+    tensor with storage, outside torch.compile/export and outside any dispatch mode (FakeTensorMode,
+    make_fx, a profiler mode), goes straight to the validated function the op would call anyway. Anything
+    traced keeps the op, so graphs still record one opaque ``mixgemm::gemm`` node.
+    """
+    # is_compiling first: under torch.compile it is a constant True and the rest is never traced.
+    return (not torch.compiler.is_compiling() and type(x) is torch.Tensor and not x.is_meta
+            and (_dispatch_modes is None or _dispatch_modes() == 0))
 
 
 def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
@@ -139,6 +163,15 @@ def awq_gemm_baseline(
 
 
 ConfigArg = Union[GemmConfig, str]
+
+
+def parse_config(config: ConfigArg) -> Union[GemmConfig, str]:
+    """``"auto"``, a GemmConfig or a GemmConfig name -> what :func:`mixgemm.ops.gemm` takes (names are
+    parsed once and remembered); anything else is the ValueError the op path raises."""
+    if isinstance(config, str):
+        return _parse_name(config)
+    _config_name(config)  # raises for other types
+    return config
 
 
 def _config_name(config: ConfigArg) -> str:
@@ -177,6 +210,9 @@ def gemm_tensors(
         # A gather makes a new contiguous tensor; keeping it outside the op lets the compiler fuse it with
         # whatever produced x.
         x = x.index_select(-1, perm)
+    if eager_call(x) and isinstance(packed, torch.Tensor) and isinstance(scales, torch.Tensor):
+        # What the op's real implementation does, without the dispatch.
+        return ops.gemm(x, _weight_of(packed, scales, offsets, group_size, n, k), bias, parse_config(config))
     return torch.ops.mixgemm.gemm(x, packed, scales, offsets, bias, group_size, n, k, _config_name(config))
 
 
@@ -186,7 +222,8 @@ def gemm(
     """:func:`mixgemm.gemm` through the custom op ``mixgemm::gemm``: same arguments, same result.
 
     ``config`` is ``"auto"``, a :class:`~mixgemm.config.GemmConfig` or its name. Works in eager mode, under
-    CUDA-graph capture and inside ``torch.compile(fullgraph=True)``.
+    CUDA-graph capture and inside ``torch.compile(fullgraph=True)``. A plain eager call (see
+    :func:`eager_call`) on a weight without act-order goes to :func:`mixgemm.ops.gemm` directly.
     """
     if not isinstance(packed_weight, packing.PackedWeight):
         raise ValueError(
@@ -202,9 +239,13 @@ def gemm(
             f"{tuple(packed_weight.packed.shape)}, act_dtype = {packed_weight.act_dtype} with scales of "
             f"{packed_weight.scales.dtype}"
         )
+    # getattr: PackedWeight objects from before act-order support have no `perm` at all.
+    perm = getattr(packed_weight, "perm", None)
+    if perm is None and eager_call(x):
+        # The caller's own PackedWeight, so that ops.gemm's validation and plans are reused across calls.
+        return ops.gemm(x, packed_weight, bias, parse_config(config))
     return gemm_tensors(
         x, packed_weight.packed, packed_weight.scales, packed_weight.offsets, bias,
         group_size=packed_weight.group_size, n=packed_weight.n, k=packed_weight.k,
-        # getattr: PackedWeight objects from before act-order support have no `perm` at all.
-        perm=getattr(packed_weight, "perm", None), config=config,
+        perm=perm, config=config,
     )

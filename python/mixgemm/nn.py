@@ -2,8 +2,9 @@
 run by mixgemm's GEMM.
 
 It holds a prepacked weight (:func:`mixgemm.prepack`) as buffers and computes ``y = x @ W + bias`` through the
-``mixgemm::gemm`` custom op (library.py), so a model built from it can be captured in a CUDA graph or compiled
-with ``torch.compile(fullgraph=True)``. Inference only: the op has no backward.
+``mixgemm::gemm`` custom op (library.py) whenever it is traced, so a model built from it can be captured in a
+CUDA graph or compiled with ``torch.compile(fullgraph=True)``; a plain eager call skips the op's dispatch and
+calls the validated function directly (``library.eager_call``). Inference only: the op has no backward.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Optional
 
 import torch
 
-from . import _checks, config_names, library, packing
+from . import _checks, config_names, library, ops, packing
 
 FORMATS = ("awq", "gptq", "gptq_v2")
 
@@ -162,13 +163,37 @@ class QuantLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # nn.Linear takes any strides; the kernel needs contiguous rows (a no-op when they already are).
-        # The fields go in one by one rather than as a PackedWeight so that torch.compile has no dataclass
-        # to construct while tracing.
+        if library.eager_call(x):
+            # Plain eager call: straight to the validated function, skipping the custom op's dispatch.
+            weight, config = self._eager_weight()
+            return ops.gemm(x.contiguous(), weight, self._buffers["bias"], config)
+        # Traced (torch.compile, export, fake tensors): through the custom op. The fields go in one by one
+        # rather than as a PackedWeight so that torch.compile has no dataclass to construct while tracing.
         return library.gemm_tensors(
             x.contiguous(), self.packed, self.scales, self.offsets, self.bias,
             group_size=self.group_size, n=self.out_features, k=self.in_features, perm=self.perm,
             config=self.config,
         )
+
+    def _eager_weight(self) -> tuple[packing.PackedWeight, library.ConfigArg]:
+        """The buffers as a PackedWeight and the parsed config, kept between eager calls so that gemm's
+        validation of the weight (remembered on the PackedWeight) and its plans are reused.
+
+        Rebuilt whenever a buffer or attribute was replaced since (``.to()``, ``.half()``, a new
+        ``config``): identities are compared, since replacing is how a module changes its tensors.
+        """
+        b = self._buffers
+        cached = self.__dict__.get("_mixgemm_eager")
+        if cached is not None:
+            w, config_arg, config = cached
+            if (w.packed is b["packed"] and w.scales is b["scales"] and w.offsets is b["offsets"]
+                    and w.perm is b["perm"] and config_arg is self.config and w.group_size == self.group_size
+                    and w.n == self.out_features and w.k == self.in_features and w.bits == self.bits):
+                return w, config
+        w, config_arg = self.packed_weight(), self.config
+        config = library.parse_config(config_arg)
+        self.__dict__["_mixgemm_eager"] = (w, config_arg, config)
+        return w, config
 
     def extra_repr(self) -> str:
         text = (f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, "

@@ -41,6 +41,9 @@ class PackedWeight:
     # GPTQ act-order: K was permuted at prepack time so groups are contiguous; gemm() gathers x's columns
     # with it (x[:, perm] @ W[perm] == x @ W). None for every other checkpoint.
     perm: torch.Tensor | None = None
+    # gemm's memo (ops._WeightState): which tensors it validated against which field values, so a call
+    # need not validate them again. Not an argument, not compared, not shown.
+    _gemm_state: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
 
 # Symmetric (scale-only) int4 weights store q_signed + 8: W = (q - 8) * s.

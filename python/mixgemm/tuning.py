@@ -120,6 +120,9 @@ _OVERFLOW_BUCKET = f">{_BUCKET_CAP}"
 # "auto" call, so a lookup must cost one os.stat, not a JSON parse. The stat catches another process's
 # save: os.replace gives the file a new inode even when the mtime granularity hides the change.
 _memo: dict[str, tuple[tuple[int, int, int], dict]] = {}
+# Called after every save_choice: gemm's plans (ops.clear_plans) hold configs resolved from the file as it
+# was, so a tune run must drop them for the next call to see its choices.
+on_save: list = []
 
 
 def cache_path() -> pathlib.Path:
@@ -226,6 +229,8 @@ def save_choice(gpu_name: str, M: int, N: int, K: int, G: int, dtype, config: Ge
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    for hook in on_save:
+        hook()
     return path
 
 

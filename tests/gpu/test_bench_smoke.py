@@ -79,3 +79,32 @@ def test_tune_feeds_auto(tmp_path, private_cache):
     # And gemm runs with it.
     x = torch.randn(16, 1024, device="cuda", dtype=torch.float16)
     assert torch.isfinite(mixgemm.gemm(x, packed)).all()
+
+
+def test_overhead_small_shape(tmp_path, capsys):
+    assert cli.main(["overhead", "--shape", SHAPE, "--m", "1", "--calls", "50", "--warmup", "5", "--repeat", "2",
+                     "--out", str(tmp_path)]) == 0
+    results = _results(tmp_path / "overhead.json")
+    calls = {r["call"] for r in results}
+    assert {"torch.matmul", "mixgemm.gemm", "mixgemm.library.gemm", "torch.ops.mixgemm.gemm (custom op)",
+            "QuantLinear", "baseline.awq_gemm"} == calls
+    for r in results:
+        assert math.isfinite(r["us_per_call"]) and r["us_per_call"] > 0 and len(r["samples_us"]) == 2, r
+        assert r["vs_matmul"] > 0
+    assert "QuantLinear" in capsys.readouterr().out
+
+
+def test_eager_paths_agree_with_the_custom_op():
+    # The fast paths (gemm, library.gemm and QuantLinear straight to ops.gemm) and the custom op compute the
+    # same thing; a second call (plan and validation remembered) matches the first.
+    ckpt = mixgemm.formats.random_awq_weight(1024, 1024, 128, torch.float16, device="cuda")
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 128)
+    layer = mixgemm.nn.QuantLinear(packed)
+    for M in (1, 3, 64):
+        x = torch.randn(M, 1024, device="cuda", dtype=torch.float16)
+        via_op = torch.ops.mixgemm.gemm(x, packed.packed, packed.scales, packed.offsets, None, 128, 1024, 1024,
+                                        "auto")
+        for _ in range(2):
+            assert torch.equal(mixgemm.gemm(x, packed), via_op)
+            assert torch.equal(mixgemm.library.gemm(x, packed), via_op)
+            assert torch.equal(layer(x), via_op)

@@ -1,9 +1,10 @@
-"""``python -m mixgemm {bench,dequant,sweep,tune}``: compare, profile and tune on the GPU.
+"""``python -m mixgemm {bench,dequant,sweep,tune,overhead}``: compare, profile and tune on the GPU.
 
-  bench    every peer on DESIGN.md section 7's shapes (or a quick subset, or your own); prints the table
-  dequant  the standalone dequantize against the copy bandwidth of the same GPU
-  sweep    every compiled config x split-K x split-K mode for one shape; plots
-  tune     sweep, then store the fastest config per M bucket in the cache gemm(config="auto") reads
+  bench     every peer on DESIGN.md section 7's shapes (or a quick subset, or your own); prints the table
+  dequant   the standalone dequantize against the copy bandwidth of the same GPU
+  sweep     every compiled config x split-K x split-K mode for one shape; plots
+  tune      sweep, then store the fastest config per M bucket in the cache gemm(config="auto") reads
+  overhead  the host's cost of one eager call of each entry point, next to torch.matmul's
 
 Each writes JSON and CSV (and sweep/tune PNGs) into ``--out``. Argument parsing needs no GPU.
 """
@@ -116,6 +117,12 @@ def _non_negative_int(text: str) -> int:
     return int(text)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Parser
 
@@ -125,6 +132,7 @@ _EXAMPLES = """examples:
   python -m mixgemm dequant --shape 8192x28672
   python -m mixgemm sweep --shape 8192x28672 --m 1,16,128,4096
   python -m mixgemm tune --shape 4096x4096 --m 1,16,64,256,4096   # then gemm(config="auto") uses it
+  python -m mixgemm overhead --shape 4096x4096 --m 1 --calls 3000
 """
 
 
@@ -147,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m mixgemm", description="mixgemm: compare, profile and tune the int4 GEMM on this GPU.",
         epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,dequant,sweep,tune}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,dequant,sweep,tune,overhead}")
     parser.subcommands = sub.choices  # parse_args reports cross-argument errors through the subcommand
 
     bench = sub.add_parser("bench", parents=[common], help="compare every peer on a set of shapes")
@@ -171,6 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.choices["tune"]
     tune.add_argument("--cache", type=pathlib.Path, default=None,
                       help="tuning cache file ($MIXGEMM_CACHE, else $XDG_CACHE_HOME/mixgemm/tuned.json)")
+
+    # Not `common`: no graphs, reps or ceilings here; eager calls timed back to back.
+    overhead = sub.add_parser("overhead", help="host cost of one eager call per entry point, vs torch.matmul")
+    overhead.add_argument("--shape", type=parse_shape, default=(4096, 4096), help="KxN (4096x4096)")
+    overhead.add_argument("--m", type=_positive_int, default=1, help="rows of x (1)")
+    overhead.add_argument("--group-size", type=int, default=128, metavar="G", help="quantization group size (128)")
+    overhead.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="activation dtype (fp16)")
+    overhead.add_argument("--calls", type=_positive_int, default=3000, help="timed calls per measurement (3000)")
+    overhead.add_argument("--warmup", type=_non_negative_int, default=200, help="untimed calls before each (200)")
+    overhead.add_argument("--repeat", type=_positive_int, default=5,
+                          help="measurements per entry point, interleaved; the median is reported (5)")
+    overhead.add_argument("--out", type=pathlib.Path, default=pathlib.Path(DEFAULT_OUT),
+                          help=f"directory for overhead.json/csv (./{DEFAULT_OUT})")
     return parser
 
 
@@ -511,7 +532,38 @@ def run_tune(args, argv=None) -> list[dict]:
     return records
 
 
-_COMMANDS = {"bench": run_bench, "dequant": run_dequant, "sweep": run_sweep, "tune": run_tune}
+def run_overhead(args, argv=None) -> list[dict]:
+    import torch
+
+    from .. import __version__
+    from . import overhead
+
+    K, N = args.shape
+    cases = overhead.build_cases(K, N, args.m, args.group_size, _torch_dtype(args.dtype))
+    records = overhead.measure(cases, args.calls, args.warmup, args.repeat)
+    for r in records:
+        r.update(K=K, N=N, M=args.m, G=args.group_size, dtype=args.dtype)
+    meta = {
+        "command": "overhead", "argv": list(argv) if argv is not None else sys.argv[1:],
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+        "mixgemm": __version__,
+        "protocol": {"calls": args.calls, "warmup": args.warmup, "repeat": args.repeat, "cuda_graph": False,
+                     "statistic": "median over repeats of (wall clock of the loop + one synchronize) / calls"},
+    }
+    report.write_json(args.out / "overhead.json", records, meta)
+    report.write_csv(args.out / "overhead.csv", records)
+    print(f"results: {args.out / 'overhead.json'}, {args.out / 'overhead.csv'}\n")
+    print(f"eager host overhead, {K}x{N} M={args.m} G={args.group_size} {args.dtype}, mean over {args.calls} "
+          f"calls, median of {args.repeat}:")
+    rows = [[r["call"], f"{r['us_per_call']:.1f}", f"{r['min_us']:.1f}",
+             "-" if r["vs_matmul"] is None else f"{r['vs_matmul']:.2f}x"] for r in records]
+    print(report.format_grid(["call", "us per call", "min", "vs torch.matmul"], rows, [False, True, True, True]))
+    return records
+
+
+_COMMANDS = {"bench": run_bench, "dequant": run_dequant, "sweep": run_sweep, "tune": run_tune,
+             "overhead": run_overhead}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,244 @@
+"""CPU tests of the eager fast path (issue 9): after warm-up a gemm call reads no file, queries no device
+property and resolves no config, yet every bad argument still gets its ValueError, a replaced weight field
+is validated again, and a tune run in the process is seen by the next call.
+
+No GPU is needed: as in test_validation.py the entry points take CPU tensors for device ones, and here the
+extension reports one sm_90 GPU whose queries are counted and whose kernel launch only records its
+arguments.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import pathlib
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import mixgemm
+import mixgemm._C as _C
+from mixgemm import _checks, library, ops, packing, tuning
+from mixgemm.config import GemmConfig
+from mixgemm.nn import QuantLinear
+
+F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
+K, N, G = 256, 128, 64
+GPU = "FakeGPU"
+
+
+def packed_weight(dtype=F16, perm=None) -> packing.PackedWeight:
+    return packing.PackedWeight(
+        torch.zeros(N // 64, K // 16, 32, 4, dtype=I32), torch.zeros(K // G, N, dtype=dtype),
+        torch.zeros(K // G, N, dtype=dtype), G, 4, dtype, N, K, perm,
+    )
+
+
+class FakeGPU:
+    """Counts every query the hot path must not repeat, and records each launch."""
+
+    def __init__(self):
+        self.calls = Counter()
+        self.launches = []
+
+    def counted(self, name, fn):
+        def wrapper(*args, **kwargs):
+            self.calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    def launch(self, tile, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
+               mode, bf16, stream, bits):
+        self.launches.append(dict(tile=tile, M=M, N=N, K=K, split_k=split_k, mode=mode, bias=bias != 0,
+                                  workspace=workspace != 0, semaphores=semaphores != 0))
+
+    def launch_gemv(self, key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
+                    bf16, stream, bits):
+        # The decode path's entry point has no mode argument: it reduces split-K in-kernel ("serial").
+        self.launch(key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
+                    "none" if split_k == 1 else "serial", bf16, stream, bits)
+
+
+@pytest.fixture
+def gpu(monkeypatch, tmp_path):
+    fake = FakeGPU()
+    real_check_tensor = _checks.check_tensor
+    monkeypatch.setattr(_checks, "check_tensor",
+                        lambda fn, name, t, dtypes, ndim, *, cuda=True: real_check_tensor(fn, name, t, dtypes, ndim,
+                                                                                          cuda=False))
+    # Device queries.
+    monkeypatch.setattr(_C, "cuda_device_count", fake.counted("cuda_device_count", lambda: 1))
+    monkeypatch.setattr(_C, "compiled_archs", fake.counted("compiled_archs", lambda: [80, 90]))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", fake.counted("capability", lambda device=None: (9, 0)))
+    monkeypatch.setattr(torch.cuda, "get_device_name", fake.counted("device_name", lambda device=None: GPU))
+    props = SimpleNamespace(name=GPU, multi_processor_count=132)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", fake.counted("properties", lambda device=None: props))
+    monkeypatch.setattr(torch.cuda, "current_stream", fake.counted("current_stream", lambda device=None: None))
+    # File access (the tuning cache).
+    monkeypatch.setattr(builtins, "open", fake.counted("open", builtins.open))
+    monkeypatch.setattr(os, "stat", fake.counted("os.stat", os.stat))
+    monkeypatch.setattr(pathlib.Path, "read_text", fake.counted("read_text", pathlib.Path.read_text))
+    monkeypatch.setattr(pathlib.Path, "stat", fake.counted("Path.stat", pathlib.Path.stat))
+    # Config resolution and validation, to see that they run once.
+    monkeypatch.setattr(tuning, "lookup", fake.counted("tuning.lookup", tuning.lookup))
+    monkeypatch.setattr(ops, "check_packed_tensors", fake.counted("check_packed_tensors", ops.check_packed_tensors))
+    # The launch: the stream handle and the kernel.
+    monkeypatch.setattr(ops, "current_stream", fake.counted("ops.current_stream", lambda device: 0))
+    monkeypatch.setattr(_C, "gemm", fake.launch)
+    monkeypatch.setattr(_C, "gemv", fake.launch_gemv)  # the decode path, which "auto" takes for M <= 8
+    # Fresh caches for this test only (monkeypatch puts the process's back afterwards).
+    monkeypatch.setattr(ops, "_plans", {})
+    monkeypatch.setattr(ops, "_devices", {})
+    monkeypatch.setattr(ops, "_semaphores", {})
+    monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))
+    return fake
+
+
+# Queries that must not happen once a call of the same shape has run (the launch's own stream lookup is
+# the one per-call query, and it is the raw handle, not a Stream object).
+FORBIDDEN = ("cuda_device_count", "compiled_archs", "capability", "device_name", "properties", "current_stream",
+             "open", "os.stat", "read_text", "Path.stat", "tuning.lookup", "check_packed_tensors")
+
+
+def repeated(fake, call, times=20):
+    """Runs ``call`` once to warm up, then ``times`` more; returns the queries the repeats made."""
+    call()
+    before, launched = Counter(fake.calls), len(fake.launches)
+    for _ in range(times):
+        call()
+    assert len(fake.launches) - launched == times  # every call still launches
+    new = fake.calls - before
+    return {name: new[name] for name in FORBIDDEN if new[name]}
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_gemm_after_warm_up_reads_no_file_and_queries_no_device(gpu, dtype):
+    w = packed_weight(dtype)
+    x = torch.zeros(1, K, dtype=dtype)
+    bias = torch.zeros(N, dtype=dtype)
+    assert repeated(gpu, lambda: mixgemm.gemm(x, w)) == {}
+    assert repeated(gpu, lambda: mixgemm.gemm(x, w, bias)) == {}
+    x3 = torch.zeros(2, 3, K, dtype=dtype)
+    assert repeated(gpu, lambda: mixgemm.gemm(x3, w)) == {}
+    config = mixgemm.compiled_configs(dtype)[0].with_split_k(2, "serial")
+    assert repeated(gpu, lambda: mixgemm.gemm(x, w, config=config)) == {}
+    # The first call of each shape did the work, once per device / per (M, config).
+    assert gpu.calls["cuda_device_count"] == 1 and gpu.calls["properties"] == 1
+    assert gpu.calls["tuning.lookup"] == 2  # M = 1 and M = 6, "auto"
+    assert gpu.calls["check_packed_tensors"] == 1
+    assert gpu.launches[-1]["semaphores"] and gpu.launches[-1]["split_k"] == 2
+
+
+def test_layers_and_library_after_warm_up(gpu):
+    x = torch.zeros(4, K, dtype=F16)
+    layer = QuantLinear(packed_weight(), torch.zeros(N))
+    assert repeated(gpu, lambda: layer(x)) == {}
+    w = packed_weight()
+    assert repeated(gpu, lambda: library.gemm(x, w)) == {}
+    named = mixgemm.compiled_configs(F16)[0].name
+    layer.config = named  # a config name is parsed once too
+    assert repeated(gpu, lambda: layer(x)) == {}
+    assert gpu.launches[-1]["tile"] == mixgemm.compiled_configs(F16)[0].tile
+
+
+def test_outputs_keep_their_shapes(gpu):
+    w = packed_weight()
+    for shape in [(K,), (1, K), (5, K), (2, 3, K), (0, K), (2, 0, K)]:
+        out = mixgemm.gemm(torch.zeros(shape, dtype=F16), w)
+        assert tuple(out.shape) == shape[:-1] + (N,) and out.dtype == F16
+
+
+def test_bad_arguments_after_warm_up_keep_their_errors(gpu):
+    w = packed_weight()
+    x = torch.zeros(2, K, dtype=F16)
+    mixgemm.gemm(x, w, torch.zeros(N, dtype=F16))  # warm: weight validated, plan made
+    cases = [
+        (dict(x=torch.zeros(2, K)), r"x must have dtype float16, got torch\.float32"),
+        (dict(x=torch.zeros(2, K + 64, dtype=F16)), r"x\.shape\[-1\] must equal the weight's K = 256, got 320"),
+        (dict(x=torch.zeros(K, 2, dtype=F16).t()), r"x must be contiguous"),
+        (dict(x=torch.zeros(2 * K + 1, dtype=F16)[1:].view(2, K)), r"x must start at a 16-byte aligned address"),
+        (dict(x=torch.empty(2, K, dtype=F16, device="meta")), r"packed is on cpu but x is on meta"),
+        (dict(x=torch.tensor(1.0, dtype=F16)), r"x must be a torch\.Tensor with at least one dimension"),
+        (dict(bias=torch.zeros(N)), r"bias must have dtype float16, got torch\.float32"),
+        (dict(bias=torch.zeros(N + 64, dtype=F16)), r"bias must have shape \(128,\)"),
+        (dict(bias=torch.zeros(2 * N + 1, dtype=F16)[1:].view(2, N)[0]), r"bias must start at a 16-byte aligned"),
+        (dict(bias=torch.empty(N, dtype=F16, device="meta")), r"bias is on meta but x is on cpu"),
+        (dict(config="fastest"), r"config must be 'auto' or a GemmConfig, got 'fastest'"),
+        (dict(config=[16]), r"config must be 'auto' or a GemmConfig, got list"),
+        (dict(config=GemmConfig(32, 32, 64, 16, 16, 64, 7)), r"config 32x32x64_w16x16x64_s7 is not compiled"),
+    ]
+    for overrides, pattern in cases:
+        args = dict(x=x, bias=None, config="auto") | overrides
+        with pytest.raises(ValueError, match=rf"^gemm: {pattern}"):
+            mixgemm.gemm(args["x"], w, args["bias"], args["config"])
+
+
+def test_a_replaced_weight_field_is_validated_again(gpu):
+    w = packed_weight()
+    x = torch.zeros(1, K, dtype=F16)
+    mixgemm.gemm(x, w)
+    w.scales = torch.zeros(K // G + 1, N, dtype=F16)
+    with pytest.raises(ValueError, match=r"^gemm: packed\.scales must have shape \(4, 128\)"):
+        mixgemm.gemm(x, w)
+    w.scales = torch.zeros(K // G, N, dtype=F16)
+    mixgemm.gemm(x, w)
+    w.group_size = 128  # the scales no longer match
+    with pytest.raises(ValueError, match=r"^gemm: packed\.scales must have shape \(2, 128\)"):
+        mixgemm.gemm(x, w)
+    w.group_size = G
+    w.act_dtype = BF16
+    with pytest.raises(ValueError, match=r"^gemm: x must have dtype bfloat16"):
+        mixgemm.gemm(x, w)
+    w.act_dtype = F16
+    w.perm = torch.arange(K)
+    mixgemm.gemm(x, w)
+    # The first call and each replacement that got past x's checks (the bf16 one stopped at x's dtype).
+    assert gpu.calls["check_packed_tensors"] == 5
+    w.perm = torch.arange(K, dtype=I32)
+    with pytest.raises(ValueError, match=r"^gemm: packed\.perm must have dtype int64"):
+        mixgemm.gemm(x, w)
+
+
+def test_a_tune_run_in_the_process_reaches_the_next_call(gpu):
+    w = packed_weight()
+    x = torch.zeros(1, K, dtype=F16)
+    mixgemm.gemm(x, w)
+    heuristic = gpu.launches[-1]
+    tuned = mixgemm.compiled_configs(F16)[-1].with_split_k(2, "parallel")
+    assert (heuristic["tile"], heuristic["split_k"]) != (tuned.tile, 2)
+    tuning.save_choice(GPU, 1, N, K, G, F16, tuned)
+    mixgemm.gemm(x, w)
+    assert (gpu.launches[-1]["tile"], gpu.launches[-1]["split_k"], gpu.launches[-1]["mode"]) == (
+        tuned.tile, 2, "parallel")
+    assert gpu.launches[-1]["workspace"]
+
+
+def test_plans_are_shared_by_weights_of_one_shape(gpu):
+    x = torch.zeros(1, K, dtype=F16)
+    for _ in range(3):  # e.g. the layers of a model
+        mixgemm.gemm(x, packed_weight())
+    assert gpu.calls["tuning.lookup"] == 1 and len(ops._plans) == 1
+    assert gpu.calls["check_packed_tensors"] == 3  # validation is per weight object
+
+
+def test_device_rules_are_still_checked_once_per_device(gpu, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    with pytest.raises(RuntimeError, match=r"^gemm: GPU FakeGPU has compute capability 7\.5"):
+        mixgemm.gemm(torch.zeros(1, K, dtype=F16), packed_weight())
+    assert ops._devices == {}  # a refused device is not remembered as good
+
+
+def test_tracing_still_records_the_custom_op(gpu):
+    # The direct eager path is for plain calls only: under a dispatch mode (here make_fx's, on real
+    # tensors) the op must still be called, so the trace records one mixgemm::gemm node per GEMM. (Fake
+    # tensors are test_library.py's business.)
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    layer = QuantLinear(packed_weight())
+    x = torch.zeros(3, K, dtype=F16)
+    graph = make_fx(lambda t: layer(t) + library.gemm(t, packed_weight()))(x)
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert targets.count("mixgemm.gemm.default") == 2, targets
+    assert library.eager_call(x) and not library.eager_call(x.to("meta"))
