@@ -52,11 +52,23 @@ if [ -z "${SKIP_SANITIZER:-}" ]; then
   done
 fi
 
-# 4. Short benchmark (DESIGN.md section 7 protocol; full tables in $OUT).
+# 4. Eager host overhead (issue 9) and the whole-model example (issue 12) on a small LLaMA-style config.
+if [ -z "${SKIP_OVERHEAD:-}" ]; then
+  python3 -m mixgemm overhead --out "$OUT" >"$OUT/overhead.log" 2>&1
+  record "overhead" $? "table in overhead.log"
+  cat "$OUT/overhead.log"
+fi
+if [ -z "${SKIP_EXAMPLE:-}" ] && python3 -c "import transformers" 2>/dev/null; then
+  python3 examples/quantized_llama.py --size "${EXAMPLE_SIZE:-small}" >"$OUT/example.log" 2>&1
+  record "example" $? "$(tail -n 1 "$OUT/example.log")"
+  tail -n 25 "$OUT/example.log"
+fi
+
+# 5. Short benchmark (DESIGN.md section 7 protocol; full tables in $OUT).
 if [ -z "${SKIP_BENCH:-}" ]; then
   python3 -m mixgemm dequant --out "$OUT" >"$OUT/bench_dequant.log" 2>&1
   record "bench dequant" $? "$(tail -n 1 "$OUT/bench_dequant.log")"
-  python3 -m mixgemm bench --shapes "${BENCH_SHAPES:-quick}" --out "$OUT" >"$OUT/bench.log" 2>&1
+  python3 -m mixgemm bench --shapes "${BENCH_SHAPES:-quick}" ${BENCH_ARGS:-} --out "$OUT" >"$OUT/bench.log" 2>&1
   record "bench gemm" $? "table in bench.log"
   cat "$OUT/bench_dequant.log" "$OUT/bench.log"
 fi
