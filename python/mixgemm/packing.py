@@ -40,6 +40,12 @@ class PackedWeight:
     # GPTQ act-order: K was permuted at prepack time so groups are contiguous; gemm() gathers x's columns
     # with it (x[:, perm] @ W[perm] == x @ W). None for every other checkpoint.
     perm: torch.Tensor | None = None
+    # Which kernel layout ``packed`` is in: "sm80" (this module, prepack_ref.py) or "sm90" (sm90.py,
+    # sm90_layout.py). A weight reaches only the kernels of its own layout.
+    layout: str = "sm80"
+    # sm90 layout only: True when the weight has no zero points (offsets are all zero), so the cheaper
+    # scale-only kernel may run.
+    scale_only: bool = False
 
 
 # Symmetric (scale-only) int4 weights store q_signed + 8: W = (q - 8) * s.
@@ -215,6 +221,9 @@ def check_packed_weight(fn: str, packed: object) -> None:
     hand-made or corrupted one would otherwise send the kernel out of bounds."""
     if not isinstance(packed, PackedWeight):
         raise ValueError(f"{fn}: packed must be a PackedWeight from mixgemm.prepack, got {type(packed).__name__}")
+    if packed.layout != "sm80":
+        raise ValueError(f"{fn}: packed is in the {packed.layout!r} layout; this kernel takes only 'sm80' weights "
+                         "(from mixgemm.prepack)")
     if packed.act_dtype not in ACT_DTYPES:
         raise ValueError(f"{fn}: packed.act_dtype must be float16 or bfloat16, got {packed.act_dtype}")
     if packed.bits not in _WORDS_PER_LANE:
