@@ -5,7 +5,7 @@
 // int8), so the collective reads a thread's values with one shared-memory load, in the order the
 // collective's interleaved converter expects. It is the layout CUTLASS's compute_memory_reordering_atom
 // (tools/util mixed_dtype_utils.hpp) returns for 16-bit activations with one atom and the value shuffles
-// below; we write it out (that header drags in curand) and tests/gpu/sm90_layout_check.cu compares the two.
+// below; we write it out (that header drags in curand) and tools/check_sm90_layout.cu compares the two.
 //
 // Derivation. The 16-bit wgmma A fragment (as mma.m16n8k16's): lane = 4 g + t (g < 8, t < 4) holds
 // value v = j + 2 h + 4 q (j, h, q < 2) at row n = g + 8 h, column k = 2 t + j + 8 q. Storing thread-major,
