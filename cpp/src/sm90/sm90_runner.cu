@@ -104,7 +104,10 @@ void can_implement(const Config& config, const Args& args) {
 
 int64_t workspace_size(const Config& config, const Args& args) {
   can_implement(config, args);
-  return find_entry(config, args.act, args.bits, mode_of(args))->workspace(args);
+  require_cuda_device();
+  Args a = args;
+  a.device_sm_count = current_device_info().sm_count;  // stream-K sizes its workspace by the grid
+  return find_entry(config, args.act, args.bits, mode_of(args))->workspace(a);
 }
 
 void run(const Config& config, const Args& args, cudaStream_t stream) {
