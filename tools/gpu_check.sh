@@ -26,8 +26,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 if ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl 2>&1 | tail -n 2
 fi
-# One architecture (this GPU's) keeps the device build short; the default build is 80;90.
-export MIXGEMM_CUDA_ARCHS=${MIXGEMM_CUDA_ARCHS:-90}
+# One architecture (this GPU's, with its sm_90a-only sm90 path) keeps the device build short; the default build is 80;90a.
+export MIXGEMM_CUDA_ARCHS=${MIXGEMM_CUDA_ARCHS:-90a}
 export MIXGEMM_KERNELS=${MIXGEMM_KERNELS:-full}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
 start=$(date +%s)

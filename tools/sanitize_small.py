@@ -2,7 +2,9 @@
 """A small run of every kernel, for compute-sanitizer (memcheck, racecheck) in tools/gpu_check.sh.
 
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
-tile (N = 320), every compiled config of both paths and each split-K mode (with an empty trailing split).
+tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split). On
+an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs need N % tile_n == 0; M = 17 leaves a
+partial token tile), with and without zero points, bias on.
 """
 
 from __future__ import annotations
@@ -13,6 +15,26 @@ import torch
 
 import mixgemm
 from mixgemm import formats
+
+
+def sm90_cases(x: torch.Tensor, failures: list) -> None:
+    from mixgemm import sm90
+
+    K, N, G = x.shape[1], 256, 128
+    ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
+    q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
+    bias = torch.randn(N, device="cuda").half()
+    for zeros in (True, False):
+        w = formats.dequantize(q, ckpt["scales"], z if zeros else None, group_size=G)
+        ref = x.double() @ w + bias.double()
+        packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G)
+        for config in sm90.compiled_sm90_configs(torch.float16):
+            if N % config.tile_n:
+                continue
+            out = sm90.gemm_sm90(x, packed, bias, config=config)
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            if not err < 3e-3:
+                failures.append(f"{config.name} zeros={zeros}: relative error {err:.2e}")
 
 
 def main() -> int:
@@ -46,6 +68,10 @@ def main() -> int:
             err = ((out.double() - ref[rows]).norm() / ref[rows].norm()).item()
             if not err < 3e-3:
                 failures.append(f"{cfg.name}: relative error {err:.2e}")
+    from mixgemm import sm90
+
+    if torch.cuda.get_device_capability() == (9, 0) and sm90.available():
+        sm90_cases(x, failures)
     torch.cuda.synchronize()
     for f in failures:
         print("FAIL", f)

@@ -18,6 +18,7 @@
 #include "mixgemm/gemm/device/gemm_runner.h"
 #include "mixgemm/gemv/gemv_runner.h"
 #include "mixgemm/prepack/prepack.h"
+#include "mixgemm/sm90/sm90_runner.h"
 
 namespace py = pybind11;
 
@@ -67,6 +68,50 @@ std::vector<int> compiled_archs() {
     start = end + 1;
   }
   return archs;
+}
+
+// An sm90 config crosses to Python as (tile_m, tile_n, tile_k, cluster_m, cluster_n, schedule, scheduler)
+// with schedule "coop" / "pingpong" and scheduler "persistent" / "streamk" (tools/generate_kernels.py).
+using Sm90ConfigTuple = std::tuple<int, int, int, int, int, std::string, std::string>;
+
+mixgemm::sm90::Config sm90_config_of(const Sm90ConfigTuple& t) {
+  namespace s9 = mixgemm::sm90;
+  const std::string& schedule = std::get<5>(t);
+  const std::string& scheduler = std::get<6>(t);
+  if (schedule != "coop" && schedule != "pingpong")
+    throw std::invalid_argument("gemm_sm90: schedule must be 'coop' or 'pingpong', got '" + schedule + "'");
+  if (scheduler != "persistent" && scheduler != "streamk")
+    throw std::invalid_argument("gemm_sm90: scheduler must be 'persistent' or 'streamk', got '" + scheduler + "'");
+  return {std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t),
+          schedule == "coop" ? s9::Schedule::kCooperative : s9::Schedule::kPingpong,
+          scheduler == "streamk" ? s9::Scheduler::kStreamK : s9::Scheduler::kPersistent};
+}
+
+Sm90ConfigTuple sm90_tuple_of(const mixgemm::sm90::Config& c) {
+  namespace s9 = mixgemm::sm90;
+  return {c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n,
+          c.schedule == s9::Schedule::kCooperative ? "coop" : "pingpong",
+          c.scheduler == s9::Scheduler::kStreamK ? "streamk" : "persistent"};
+}
+
+// The pointers and sizes of one sm90 call; offsets == 0 selects the scale-only mode.
+mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
+                                 std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out,
+                                 std::uintptr_t workspace, int64_t workspace_bytes, int M, int N, int K,
+                                 int group_size, bool bf16, int bits) {
+  mixgemm::sm90::Args args;
+  args.A = ptr<const void>(x);
+  args.B = ptr<const void>(packed);
+  args.scales = ptr<const void>(scales);
+  args.offsets = ptr<const void>(offsets);
+  args.bias = ptr<const void>(bias);
+  args.D = ptr<void>(out);
+  args.workspace = ptr<void>(workspace);
+  args.workspace_bytes = workspace_bytes;
+  args.M = M, args.N = N, args.K = K, args.group_size = group_size;
+  args.act = act_of(bf16);
+  args.bits = bits;
+  return args;
 }
 
 int cuda_device_count() {
@@ -216,4 +261,48 @@ PYBIND11_MODULE(_C, m) {
       py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
       py::arg("group_size"), py::arg("split_k"), py::arg("bf16"), py::arg("stream"), py::arg("bits") = 4,
       "the decode path: out[M, N] = x @ dequant(W) (+ bias) for M <= 8 * m_tiles");
+
+  // --- sm90 path (wgmma + TMA, CUTLASS 3.x; sm_90a builds only) ---
+  m.def("sm90_available", &mixgemm::sm90::available, "whether this build holds the sm90 path's kernels");
+
+  m.def(
+      "gemm_sm90_configs",
+      [](bool bf16, int bits) {
+        std::vector<std::pair<Sm90ConfigTuple, std::string>> out;
+        for (const auto& k : mixgemm::sm90::compiled(act_of(bf16), bits))
+          out.emplace_back(sm90_tuple_of(k.config), k.mode == mixgemm::sm90::Mode::kScale ? "scale" : "offset");
+        return out;
+      },
+      py::arg("bf16"), py::arg("bits") = 4,
+      "compiled sm90 kernels as ((tile_m, tile_n, tile_k, cluster_m, cluster_n, schedule, scheduler), mode) "
+      "with mode 'scale' (scale-only) or 'offset' (folded zero points); empty without sm_90a");
+
+  m.def(
+      "gemm_sm90_workspace_size",
+      [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits,
+         bool zero_points) {
+        // Placeholder addresses (16-byte aligned, never dereferenced) so the rule checks see a real call.
+        const std::uintptr_t p = 256;
+        return mixgemm::sm90::workspace_size(
+            sm90_config_of(config),
+            sm90_args_of(p, p, p, zero_points ? p : 0, 0, p, 0, 0, M, N, K, group_size, bf16, bits));
+      },
+      py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
+      py::arg("bits"), py::arg("zero_points"), "workspace bytes one sm90 call needs (0 for persistent configs)");
+
+  m.def(
+      "gemm_sm90",
+      [](const Sm90ConfigTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
+         std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
+         int64_t workspace_bytes, int M, int N, int K, int group_size, bool bf16, int bits, std::uintptr_t stream) {
+        mixgemm::sm90::run(sm90_config_of(config),
+                           sm90_args_of(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, M, N,
+                                        K, group_size, bf16, bits),
+                           stream_of(stream));
+      },
+      py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
+      py::arg("out"), py::arg("workspace"), py::arg("workspace_bytes"), py::arg("M"), py::arg("N"), py::arg("K"),
+      py::arg("group_size"), py::arg("bf16"), py::arg("bits"), py::arg("stream"),
+      "y = x @ W (+ bias) on the sm90 path; packed must be in the sm90 layout (prepack_sm90); offsets = 0 "
+      "selects the scale-only kernel");
 }

@@ -44,6 +44,12 @@ class PackedWeight:
     # gemm's memo (ops._WeightState): which tensors it validated against which field values, so a call
     # need not validate them again. Not an argument, not compared, not shown.
     _gemm_state: object = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    # Which kernel layout ``packed`` is in: "sm80" (this module, prepack_ref.py) or "sm90" (sm90.py,
+    # sm90_layout.py). A weight reaches only the kernels of its own layout.
+    layout: str = "sm80"
+    # sm90 layout only: True when the weight has no zero points (offsets are all zero), so the cheaper
+    # scale-only kernel may run.
+    scale_only: bool = False
 
 
 # Symmetric (scale-only) int4 weights store q_signed + 8: W = (q - 8) * s.
@@ -263,6 +269,9 @@ def check_packed_weight(fn: str, packed: object) -> None:
     hand-made or corrupted one would otherwise send the kernel out of bounds."""
     if not isinstance(packed, PackedWeight):
         raise ValueError(f"{fn}: packed must be a PackedWeight from mixgemm.prepack, got {type(packed).__name__}")
+    if packed.layout != "sm80":
+        raise ValueError(f"{fn}: packed is in the {packed.layout!r} layout; this kernel takes only 'sm80' weights "
+                         "(from mixgemm.prepack)")
     if packed.act_dtype not in ACT_DTYPES:
         raise ValueError(f"{fn}: packed.act_dtype must be float16 or bfloat16, got {packed.act_dtype}")
     if packed.bits not in _WORDS_PER_LANE:

@@ -1,0 +1,125 @@
+// sm90 path, device level: rule checks, workspace sizing, config -> instantiation dispatch. Compiled only
+// for sm_90a (CMakeLists.txt), together with the generated instances it dispatches to.
+#include "mixgemm/sm90/sm90_runner.h"
+
+#include <array>
+#include <string>
+
+#include "mixgemm/common/check.h"
+#include "mixgemm/sm90/launch.cuh"
+
+namespace mixgemm::sm90 {
+namespace {
+
+struct RegistryEntry {
+  Config config;
+  ActType act;
+  int bits;
+  Mode mode;
+  LaunchFn launch;
+  WorkspaceFn workspace;
+};
+
+}  // namespace
+}  // namespace mixgemm::sm90
+
+// kRegistry: every compiled (config, dtype, bits, mode) with its launcher; written by the generator.
+#include "sm90_registry.inc"
+
+namespace mixgemm::sm90 {
+namespace {
+
+constexpr int kTileK = 64;  // 128 bytes of 16-bit x per k-tile (kernel_types.cuh)
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+Mode mode_of(const Args& args) { return args.offsets != nullptr ? Mode::kScaleOffset : Mode::kScale; }
+
+const RegistryEntry* find_entry(const Config& config, ActType act, int bits, Mode mode) {
+  for (const RegistryEntry& entry : kRegistry)
+    if (entry.config == config && entry.act == act && entry.bits == bits && entry.mode == mode) return &entry;
+  return nullptr;
+}
+
+// Per-device facts, read once: the SM count (the persistent grid size) and whether it is an sm_90 part.
+struct DeviceInfo {
+  int sm_count = 0;
+  bool is_sm90 = false;
+  bool known = false;
+};
+
+const DeviceInfo& current_device_info() {
+  static std::array<DeviceInfo, 64> cache{};
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  require(device >= 0 && device < static_cast<int>(cache.size()), "gemm_sm90: device index out of range");
+  DeviceInfo& info = cache[device];
+  if (!info.known) {
+    int major = 0, minor = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device),
+               "cudaDeviceGetAttribute");
+    info.is_sm90 = major == 9 && minor == 0;
+    info.known = true;
+  }
+  return info;
+}
+
+}  // namespace
+
+bool available() { return true; }
+
+std::vector<CompiledKernel> compiled(ActType act, int bits) {
+  std::vector<CompiledKernel> out;
+  for (const RegistryEntry& entry : kRegistry)
+    if (entry.act == act && entry.bits == bits) out.push_back({entry.config, entry.mode});
+  return out;
+}
+
+void can_implement(const Config& config, const Args& args) {
+  const std::string fn = "gemm_sm90: ";
+  require(args.bits == 4 || args.bits == 8, fn + "weight bits must be 4 or 8, got " + std::to_string(args.bits));
+  require(find_entry(config, args.act, args.bits, mode_of(args)) != nullptr,
+          fn + "config " + config.name() + " is not compiled into this build for this activation dtype, " +
+              std::to_string(args.bits) + "-bit weights and " +
+              (args.offsets ? "zero-point (offset)" : "scale-only") + " mode");
+  require(args.M >= 1, fn + "M (rows of x) must be >= 1");
+  require(args.N >= config.tile_n && args.N % config.tile_n == 0,
+          fn + "N must be a positive multiple of the config's tile_n = " + std::to_string(config.tile_n) +
+              ", got " + std::to_string(args.N));
+  require(args.K >= kTileK && args.K % kTileK == 0,
+          fn + "K must be a positive multiple of 64 (the k-tile), got " + std::to_string(args.K));
+  require(args.group_size == args.K ||
+              (args.group_size >= kTileK && args.group_size % kTileK == 0 && args.K % args.group_size == 0),
+          fn + "group_size must be K or a multiple of 64 that divides K (the collective reloads scales per "
+               "whole k-tile), got " + std::to_string(args.group_size));
+  require(args.A && args.B && args.scales && args.D, fn + "x, packed weight, scales and output pointers must be "
+          "non-null");
+  require(aligned16(args.A) && aligned16(args.B) && aligned16(args.scales) && aligned16(args.offsets) &&
+              aligned16(args.D) && aligned16(args.bias),
+          fn + "x, packed weight, scales, offsets, output and bias must be 16-byte aligned (TMA and vector loads)");
+  require(args.workspace_bytes >= 0 && aligned16(args.workspace), fn + "workspace must be 16-byte aligned");
+}
+
+int64_t workspace_size(const Config& config, const Args& args) {
+  can_implement(config, args);
+  require_cuda_device();
+  Args a = args;
+  a.device_sm_count = current_device_info().sm_count;  // stream-K sizes its workspace by the grid
+  return find_entry(config, args.act, args.bits, mode_of(args))->workspace(a);
+}
+
+void run(const Config& config, const Args& args, cudaStream_t stream) {
+  can_implement(config, args);
+  require_cuda_device();
+  const DeviceInfo& info = current_device_info();
+  if (!info.is_sm90)
+    throw std::runtime_error("gemm_sm90: the current GPU is not compute capability 9.0; the sm90 path's "
+                             "kernels are built for sm_90a (Hopper H100/H200) only");
+  Args a = args;
+  a.device_sm_count = info.sm_count;
+  find_entry(config, args.act, args.bits, mode_of(args))->launch(a, stream);
+}
+
+}  // namespace mixgemm::sm90

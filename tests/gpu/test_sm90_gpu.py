@@ -1,0 +1,140 @@
+"""The sm90 path (wgmma + TMA, CUTLASS 3.x) against float64 references, over every compiled sm90 kernel.
+
+Skipped, with the reason, on GPUs other than sm_90 and on builds without 90a. Tolerances as in
+test_gemm_gpu.py: the kernel model (codes * scale + offset, rounded once to the activation dtype, times x
+in float64; only fp32 accumulation and the output rounding differ) within 1e-3 (fp16) / 8e-3 (bf16), and
+the mathematical weight (q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mixgemm import formats, sm90, sm90_layout
+from gpu_helpers import DEVICE, poison_allocator, random_activations, relative_error
+
+pytestmark = pytest.mark.gpu
+
+MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
+M_VALUES = [1, 7, 64, 128, 300, 1024]
+# (K, N, G): G = K (per-channel) in the last; N = 384 is 3 x 128 (cooperative) and 6 x 64 (ping-pong).
+SHAPES = [(256, 128, 64), (512, 384, 128), (1024, 256, 128), (384, 256, 384)]
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def _require_sm90():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"the sm90 path needs compute capability 9.0, this GPU is {torch.cuda.get_device_capability()}")
+    if not sm90.available():
+        pytest.skip("this build has no sm90 kernels (MIXGEMM_CUDA_ARCHS without 90a)")
+
+
+def _kernels(dtype, bits):
+    try:
+        configs = sm90.compiled_sm90_configs(dtype, bits)
+    except Exception:  # collection must not fail on a build without the extension
+        return []
+    return [pytest.param(c, id=c.name) for c in configs]
+
+
+def _weight(K, N, G, dtype, bits, zeros):
+    """A random checkpoint (AWQ for int4, GPTQ for int8), its sm90 PackedWeight, and the two references."""
+    if bits == 4:
+        ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
+        q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
+        packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G)
+    else:
+        ckpt = {k: (v.to(DEVICE) if v is not None else None)
+                for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype).items()}
+        q, z = formats.unpack_gptq_qweight_int8(ckpt["qweight"]), formats.unpack_gptq_zeros_int8(ckpt["qzeros"])
+        packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G,
+                                   format="gptq", bits=8)
+    math_w = formats.dequantize(q, ckpt["scales"], z if zeros else None, group_size=G, bits=bits)
+    signed = (sm90_layout.unpack_sm90(packed.packed, bits) - (1 << (bits - 1))).double()
+    s = packed.scales.double().repeat_interleave(G, 0)
+    o = packed.offsets.double().repeat_interleave(G, 0)
+    # The collective converts, multiplies by the scale and adds the offset in the activation dtype.
+    model_w = (signed * s).to(dtype).double()
+    if zeros:
+        model_w = (model_w + o).to(dtype).double()
+    return packed, model_w, math_w
+
+
+def _check(out, x, bias, model_w, math_w, dtype, what):
+    extra = bias.double() if bias is not None else 0.0
+    assert torch.isfinite(out).all(), f"{what}: non-finite output (an element was never written)"
+    err_model = relative_error(out, x.double() @ model_w + extra)
+    err_math = relative_error(out, x.double() @ math_w + extra)
+    assert err_model < MODEL_TOL[dtype], f"{what}: kernel-model error {err_model:.2e}"
+    assert err_math < MATH_TOL[dtype], f"{what}: math error {err_math:.2e}"
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("zeros", [True, False], ids=["zeros", "scale_only"])
+@pytest.mark.parametrize("K,N,G", SHAPES)
+def test_every_kernel_against_float64(K, N, G, zeros, dtype, bits):
+    _require_sm90()
+    torch.manual_seed(K + N + G + bits)
+    packed, model_w, math_w = _weight(K, N, G, dtype, bits, zeros)
+    bias = torch.randn(N, device=DEVICE).to(dtype)
+    for config in sm90.compiled_sm90_configs(dtype, bits):
+        if N % config.tile_n:
+            continue
+        for M in M_VALUES:
+            x = random_activations(M, K, dtype)
+            for b in (None, bias):
+                poison_allocator(M * N * 2)
+                out = sm90.gemm_sm90(x, packed, b, config=config)
+                _check(out, x, b, model_w, math_w, dtype, f"{config.name} M={M} bias={b is not None}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_default_config_and_batched_input(dtype):
+    _require_sm90()
+    packed, model_w, math_w = _weight(512, 256, 128, dtype, 4, True)
+    x = random_activations(2 * 33, 512, dtype)
+    out = sm90.gemm_sm90(x.reshape(2, 33, 512), packed)
+    assert out.shape == (2, 33, 256)
+    _check(out.reshape(-1, 256), x, None, model_w, math_w, dtype, "default config")
+
+
+def test_cuda_graph_capture():
+    _require_sm90()
+    dtype = torch.float16
+    packed, model_w, math_w = _weight(512, 256, 128, dtype, 4, True)
+    bias = torch.randn(256, device=DEVICE).to(dtype)
+    for config in sm90.compiled_sm90_configs(dtype, 4):
+        x = random_activations(100, 512, dtype)
+        sm90.gemm_sm90(x, packed, bias, config=config)  # warm-up outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = sm90.gemm_sm90(x, packed, bias, config=config)
+        x.copy_(random_activations(100, 512, dtype))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(out, x, bias, model_w, math_w, dtype, f"graph {config.name}")
+
+
+def test_clear_errors_on_the_gpu():
+    _require_sm90()
+    packed, _, _ = _weight(256, 128, 64, torch.float16, 4, True)
+    x = random_activations(4, 256, torch.float16)
+    with pytest.raises(ValueError, match="dtype"):
+        sm90.gemm_sm90(x.bfloat16(), packed)
+    with pytest.raises(ValueError, match="K = 256"):
+        sm90.gemm_sm90(x[:, :128].contiguous(), packed)
+    with pytest.raises(ValueError, match="bias"):
+        sm90.gemm_sm90(x, packed, torch.zeros(64, dtype=torch.float16, device=DEVICE))
+    bad = sm90.Sm90Config(8, 128, 64, 1, 1, "coop", "persistent")
+    with pytest.raises(ValueError, match="not compiled"):
+        sm90.gemm_sm90(x, packed, config=bad)
+    import mixgemm
+
+    with pytest.raises(ValueError, match="this kernel takes only 'sm80'"):
+        mixgemm.gemm(x, packed)
