@@ -112,6 +112,9 @@ def generate_gemv(configs, out: pathlib.Path) -> list[pathlib.Path]:
     registry = [header, "namespace mixgemm::gemv {\n", *externs,
                 "const RegistryEntry kGemvRegistry[] = {\n", *rows, "};\n", "}  // namespace mixgemm::gemv\n"]
     write_if_changed(out / "gemv_registry.inc", "".join(registry))
+    return sources
+
+
 # ---------------------------------------------------------------------------------------------------------
 # sm90 path: CUTLASS 3.x warp-specialized wgmma + TMA mixed-input kernels (cpp/include/mixgemm/sm90/).
 # A config is (tile_m, tile_n, cluster_m, cluster_n, schedule, scheduler) in the library's naming: tile_m
