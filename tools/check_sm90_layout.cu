@@ -4,7 +4,15 @@
 // a tiled (N, K). Build and run (host code only; no GPU needed):
 //   nvcc -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -I cpp/include -I $CUTLASS/include \
 //        -I $CUTLASS/tools/util/include tools/check_sm90_layout.cu -o /tmp/check_sm90_layout && /tmp/check_sm90_layout
+#include <cstdint>
 #include <cstdio>
+
+// CUTLASS 4.2.0's mixed_dtype_utils.hpp names cutlass::int8_t / uint8_t, which no CUTLASS header declares
+// (seen on the H100 machine with CUDA 13.0): give them the standard types.
+namespace cutlass {
+using ::int8_t;
+using ::uint8_t;
+}  // namespace cutlass
 
 #include "cutlass/util/mixed_dtype_utils.hpp"
 #include "mixgemm/sm90/reorder_layout.cuh"

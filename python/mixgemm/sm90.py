@@ -20,7 +20,7 @@ import torch
 from . import _checks, sm90_layout
 from ._checks import ACT_DTYPES
 from ._runtime import current_stream, extension
-from .packing import PackedWeight, _act_order_permutation
+from .packing import PackedWeight, _act_order_permutation, gptq_reads_v1
 
 LAYOUT = "sm90"
 _TILE_K = 64  # the kernel's k-tile (128 bytes of 16-bit x)
@@ -95,11 +95,12 @@ def prepack_sm90(
     group_size: int | None = None,
     *,
     format: str = "awq",
-    gptq_v1: bool = False,
+    gptq_v1: bool | None = None,
     g_idx: torch.Tensor | None = None,
     bits: int = 4,
 ) -> PackedWeight:
-    """Like :func:`mixgemm.prepack` (same arguments and checkpoint formats), into the sm90 layout.
+    """Like :func:`mixgemm.prepack` (same arguments and checkpoint formats, GPTQ zeros read the same way:
+    v1 for ``format="gptq"``, as stored for ``"gptq_v2"``), into the sm90 layout.
 
     Pure PyTorch gathers (memory bound, like the sm80 prepack kernel), so it runs wherever the tensors
     are; the result is a :class:`PackedWeight` with ``layout="sm90"``.
@@ -107,8 +108,11 @@ def prepack_sm90(
     from . import formats
 
     fn = "prepack_sm90"
-    if format not in ("awq", "gptq"):
-        raise ValueError(f"{fn}: format must be 'awq' or 'gptq', got {format!r}")
+    if format not in ("awq", "gptq", "gptq_v2"):
+        raise ValueError(f"{fn}: format must be 'awq', 'gptq' or 'gptq_v2', got {format!r}")
+    v1 = gptq_reads_v1(fn, format, gptq_v1)
+    if format == "gptq_v2":
+        format = "gptq"  # the same packing; only the zeros' reading (v1 above) differs
     if bits not in (4, 8):
         raise ValueError(f"{fn}: bits must be 4 or 8, got {bits!r}")
     if bits == 8 and format != "gptq":
@@ -144,10 +148,10 @@ def prepack_sm90(
         zeros = formats.unpack_awq(qzeros) if qzeros is not None else None
     elif bits == 4:
         q = formats.unpack_gptq_qweight(qweight)
-        zeros = formats.unpack_gptq_zeros(qzeros, v1=gptq_v1) if qzeros is not None else None
+        zeros = formats.unpack_gptq_zeros(qzeros, v1=v1) if qzeros is not None else None
     else:
         q = formats.unpack_gptq_qweight_int8(qweight)
-        zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=gptq_v1) if qzeros is not None else None
+        zeros = formats.unpack_gptq_zeros_int8(qzeros, v1=v1) if qzeros is not None else None
     perm = None
     if g_idx is not None:
         _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
