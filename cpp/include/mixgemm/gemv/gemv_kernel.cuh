@@ -58,7 +58,7 @@ struct GemvParams {
 };
 
 // Weights streamed once: no L1 allocation (nothing re-reads them), 16 bytes per lane. (An L2::256B
-// prefetch hint measured slower on the H100: 8192 x 28672, M = 1, 55.1 us against 50.5 us without.)
+// prefetch hint was tried and showed no gain on the H100; see BENCHMARKS.md.)
 __device__ __forceinline__ uint4 load_streaming(const int32_t* address) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
