@@ -217,34 +217,33 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4) -> list[Gem
     return compiled
 
 
+def _pointers(plan: _Plan, stream: int, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> tuple:
+    """The device addresses both paths' entry points take, in their order (x, packed, scales, offsets,
+    bias, out, workspace, semaphores), allocating the plan's split-K workspace and semaphores."""
+    workspace = out.new_empty(plan.workspace_floats, dtype=torch.float32) if plan.workspace_floats else None
+    semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
+    return (
+        x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr(),
+        bias.data_ptr() if bias is not None else 0, out.data_ptr(),
+        workspace.data_ptr() if workspace is not None else 0,
+        semaphores.data_ptr() if semaphores is not None else 0,
+    )
+
+
 def _launch_sm80(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
     """The CUTLASS-2.x-style kernel (``_C.gemm``), with its split-K workspace and semaphores."""
     stream = current_stream(plan.device)
     cfg = plan.config
-    workspace = out.new_empty(plan.workspace_floats, dtype=torch.float32) if plan.workspace_floats else None
-    semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
-    extension().gemm(
-        cfg.tile, x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr(),
-        bias.data_ptr() if bias is not None else 0, out.data_ptr(),
-        workspace.data_ptr() if workspace is not None else 0,
-        semaphores.data_ptr() if semaphores is not None else 0,
-        plan.m, plan.n, plan.k, plan.group_size, cfg.split_k, cfg.split_k_mode, plan.bf16, stream, plan.bits,
-    )
+    extension().gemm(cfg.tile, *_pointers(plan, stream, x2, w, bias, out), plan.m, plan.n, plan.k,
+                     plan.group_size, cfg.split_k, cfg.split_k_mode, plan.bf16, stream, plan.bits)
 
 
 def _launch_gemv(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
     """The decode path (``_C.gemv``): split-K partials and per-strip semaphores when split_k > 1."""
     stream = current_stream(plan.device)
     cfg = plan.config
-    workspace = out.new_empty(plan.workspace_floats, dtype=torch.float32) if plan.workspace_floats else None
-    semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
-    extension().gemv(
-        cfg.gemv_key, x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr(),
-        bias.data_ptr() if bias is not None else 0, out.data_ptr(),
-        workspace.data_ptr() if workspace is not None else 0,
-        semaphores.data_ptr() if semaphores is not None else 0,
-        plan.m, plan.n, plan.k, plan.group_size, cfg.split_k, plan.bf16, stream, plan.bits,
-    )
+    extension().gemv(cfg.gemv_key, *_pointers(plan, stream, x2, w, bias, out), plan.m, plan.n, plan.k,
+                     plan.group_size, cfg.split_k, plan.bf16, stream, plan.bits)
 
 
 # GemmConfig.path -> the function that launches it.
