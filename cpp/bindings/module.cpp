@@ -240,7 +240,7 @@ PYBIND11_MODULE(_C, m) {
       [](const GemvTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
          std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, bool bf16,
-         std::uintptr_t stream, int bits) {
+         std::uintptr_t stream, int bits, bool sm90_layout) {
         mixgemm::gemm::GemmArgs args;
         args.A = ptr<const void>(x);
         args.B = ptr<const int32_t>(packed);
@@ -255,12 +255,15 @@ PYBIND11_MODULE(_C, m) {
         args.mode = split_k > 1 ? mixgemm::gemm::SplitKMode::kSerial : mixgemm::gemm::SplitKMode::kNone;
         args.act = act_of(bf16);
         args.bits = bits;
+        args.layout = sm90_layout ? mixgemm::gemm::WeightLayout::kSm90 : mixgemm::gemm::WeightLayout::kSm80;
         mixgemm::gemv::run_gemv(gemv_config_of(config), args, stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
       py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
       py::arg("group_size"), py::arg("split_k"), py::arg("bf16"), py::arg("stream"), py::arg("bits") = 4,
-      "the decode path: out[M, N] = x @ dequant(W) (+ bias) for M <= 8 * m_tiles");
+      py::arg("sm90_layout") = false,
+      "the decode path: out[M, N] = x @ dequant(W) (+ bias) for M <= 8 * m_tiles, on a weight in the sm80 "
+      "layout (prepack) or, with sm90_layout, the sm90 one");
 
   // --- sm90 path (wgmma + TMA, CUTLASS 3.x; sm_90a builds only) ---
   m.def("sm90_available", &mixgemm::sm90::available, "whether this build holds the sm90 path's kernels");

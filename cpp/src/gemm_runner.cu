@@ -53,6 +53,7 @@ WorkspaceSize workspace_size(const TileConfig& config, int M, int N, int split_k
 void can_implement(const TileConfig& config, const GemmArgs& args) {
   const std::string fn = "gemm: ";
   require(args.bits == 4 || args.bits == 8, fn + "weight bits must be 4 or 8, got " + std::to_string(args.bits));
+  require(args.layout == WeightLayout::kSm80, fn + "the sm80 path reads only sm80-layout weights");
   require(find_entry(config, args.act, args.bits) != nullptr,
           fn + "config " + config.name() + " is not compiled into this build for this activation dtype");
   require(args.M >= 1, fn + "M (rows of x) must be >= 1");

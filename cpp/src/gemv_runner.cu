@@ -15,6 +15,7 @@ struct RegistryEntry {
   gemm::ActType act;
   int bits;
   int halves;  // scale rows per 64-deep batch: 1 (group size % 64 == 0) or 2
+  gemm::WeightLayout layout;
   LaunchFn launch;
 };
 
@@ -27,9 +28,11 @@ struct RegistryEntry {
 namespace mixgemm::gemv {
 namespace {
 
-const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int bits, int halves) {
+const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int bits, int halves,
+                                gemm::WeightLayout layout) {
   for (const RegistryEntry& e : kGemvRegistry)
-    if (e.config == config && e.act == act && e.bits == bits && e.halves == halves) return &e;
+    if (e.config == config && e.act == act && e.bits == bits && e.halves == halves && e.layout == layout)
+      return &e;
   return nullptr;
 }
 
@@ -68,8 +71,9 @@ void can_implement(const GemvConfig& config, const gemm::GemmArgs& args) {
   require(args.K >= kBatchK && args.K % kBatchK == 0, fn + "K must be a positive multiple of 64 (the k-batch)");
   require(args.group_size >= kHalfK && args.group_size % kHalfK == 0 && args.K % args.group_size == 0,
           fn + "group_size must be a multiple of 32 that divides K");
-  require(find_entry(config, args.act, args.bits, halves_for(args.group_size)) != nullptr,
-          fn + "config " + config.name() + " is not compiled into this build for this dtype and weight width");
+  require(find_entry(config, args.act, args.bits, halves_for(args.group_size), args.layout) != nullptr,
+          fn + "config " + config.name() + " is not compiled into this build for this dtype, weight width and "
+              "weight layout");
   const int batches = args.K / kBatchK;
   require(args.split_k >= 1 && args.split_k <= batches && args.split_k <= 65535,
           fn + "split_k must be in [1, K / 64 = " + std::to_string(batches) + "]");
@@ -88,7 +92,7 @@ void can_implement(const GemvConfig& config, const gemm::GemmArgs& args) {
 void run_gemv(const GemvConfig& config, const gemm::GemmArgs& args, cudaStream_t stream) {
   can_implement(config, args);
   require_cuda_device();
-  find_entry(config, args.act, args.bits, halves_for(args.group_size))->launch(args, stream);
+  find_entry(config, args.act, args.bits, halves_for(args.group_size), args.layout)->launch(args, stream);
 }
 
 }  // namespace mixgemm::gemv

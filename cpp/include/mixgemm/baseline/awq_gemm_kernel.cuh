@@ -41,7 +41,7 @@ constexpr int kAStride = kTileK + kSmemPad;  // halves per A row in shared memor
 // nibble i, which is exactly the inverse of that interleave, so the 8 halves come out in natural column
 // order 0..7, ready to be stored contiguously. (This is why AWQ chose that packing order.)
 __device__ __forceinline__ uint4 dequant_int4_to_half2x4(uint32_t packed) {
-  const convert::Pairs4 q = convert::int4x8_to_half(packed);
+  const convert::Pairs4 q = convert::int4x8_to<__half>(packed);
   return make_uint4(q.pair[0], q.pair[1], q.pair[2], q.pair[3]);
 }
 

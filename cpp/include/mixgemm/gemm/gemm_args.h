@@ -16,6 +16,12 @@ enum class SplitKMode : int {
 
 enum class ActType : int { kFloat16 = 0, kBFloat16 = 1 };
 
+// How the packed weight is laid out (PackedWeight.layout in Python): the sm80 layout (prepack, unsigned
+// codes, [N/64, K/16, 32, 4 * bits / 4]) or the sm90 layout (sm90_layout.py, signed codes,
+// [K/16, N/16, 32, bits / 4]). The sm80 path reads the first, the sm90 path the second, the decode path
+// both.
+enum class WeightLayout : int { kSm80 = 0, kSm90 = 1 };
+
 // A compiled threadblock/warp tile with its pipeline depth. Split-K is chosen at run time.
 struct TileConfig {
   int tile_m, tile_n, tile_k;
@@ -36,7 +42,7 @@ struct TileConfig {
 // Device pointers and sizes of one call: D[M, N] = A[M, K] @ W + bias, W = q * scales + offsets.
 struct GemmArgs {
   const void* A = nullptr;         // activations [M, K], row-major, ActType
-  const int32_t* B = nullptr;      // packed weights [N/64, K/16, 32, 4 * bits / 4] (prepack's kernel layout)
+  const int32_t* B = nullptr;      // packed weights in `layout` (the sm80 path: [N/64, K/16, 32, 4 * bits / 4])
   const void* scales = nullptr;    // [K/G, N], ActType
   const void* offsets = nullptr;   // [K/G, N], ActType, = -zero * scale
   const void* bias = nullptr;      // [N], ActType, or null
@@ -48,6 +54,7 @@ struct GemmArgs {
   SplitKMode mode = SplitKMode::kNone;
   ActType act = ActType::kFloat16;
   int bits = 4;                    // weight width: 4 (int4) or 8 (int8, stored biased to 0..255)
+  WeightLayout layout = WeightLayout::kSm80;
 };
 
 }  // namespace mixgemm::gemm

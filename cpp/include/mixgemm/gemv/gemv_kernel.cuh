@@ -1,5 +1,7 @@
-// Decode path (DESIGN.md section 3): a batched GEMV for M <= 16 rows that streams the sm80 path's packed
-// weights at full bandwidth, without padding M to a 16-row tensor-core tile.
+// Decode path (DESIGN.md section 3): a batched GEMV for M <= 16 rows that streams the packed weights at
+// full bandwidth, without padding M to a 16-row tensor-core tile. It reads both weight layouts (the sm80
+// path's and the sm90 path's, weight_layouts.cuh), so whichever layout prepack chose for a GPU, decoding
+// needs no second copy of the weight.
 //
 // The swap that makes it work. The sm80 layout stores, per 16(k) x 16(n) block, each lane's B fragment
 // of mma.m16n8k16 for W [K, N]. Read as an A fragment of the *transposed* product
@@ -11,7 +13,8 @@
 //     A reg 2 = (row c,   k 2t+8..+9)  = converted pair 1 (column n0,         k0 + 8, k0 + 9)
 //     A reg 3 = (row c+8, k 2t+8..+9)  = converted pair 3 (column n1,         k0 + 8, k0 + 9)
 // and x^T is the B operand (16 k x 8 m): B reg 0 = x[m = c][k0 + 2t .. +1], B reg 1 = x[c][k0 + 2t + 8 .. +9],
-// two 4-byte loads straight from x's rows. So M rides in the mma's n8 dimension: M <= 8 wastes nothing
+// two 4-byte loads straight from x's rows. (The sm90 layout stores the A fragments of W^T directly.)
+// So M rides in the mma's n8 dimension: M <= 8 wastes nothing
 // at M = 8 (and at M = 1 the tensor core's spare rows cost nothing: the kernel is bandwidth bound), and
 // the weight is converted once per lane, never once per 16-row M tile as in the GEMM. No shared memory
 // staging either: each lane's 16 bytes per slab are its fragments already.
@@ -34,6 +37,7 @@
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemm/threadblock/mainloop.cuh"
 #include "mixgemm/gemm/warp/mma_mixed_input.cuh"
+#include "mixgemm/gemv/weight_layouts.cuh"
 
 namespace mixgemm::gemv {
 
@@ -45,7 +49,7 @@ constexpr int kMmaRows = 8;                       // M rows per mma (its n8 dime
 
 struct GemvParams {
   const void* A;         // x [M, K]
-  const int32_t* B;      // packed weights, sm80 layout [N/64, K/16, 32, 4 * Bits / 4]
+  const int32_t* B;      // packed weights, in the kernel's WeightLayout
   const void* scales;    // [K/G, N]
   const void* offsets;   // [K/G, N]
   const void* bias;      // [N] or null
@@ -57,26 +61,17 @@ struct GemvParams {
   int batches_per_split;  // k-batches (64 rows) per grid-y split
 };
 
-// Weights streamed once: no L1 allocation (nothing re-reads them), 16 bytes per lane. (An L2::256B
-// prefetch hint was tried and showed no gain on the H100; see BENCHMARKS.md.)
-__device__ __forceinline__ uint4 load_streaming(const int32_t* address) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address));
-  return v;
-}
-
 // kHalves: 1 when the group size is a multiple of 64 (one scale row per batch), 2 otherwise (each 32-row
-// half of a batch has its own scale row; group sizes are multiples of 32).
-template <typename T, int Bits, int kMTiles, int kWarps, int kHalves>
+// half of a batch has its own scale row; group sizes are multiples of 32). kLayout: where the weight's
+// words are and what they hold (weight_layouts.cuh). (An L2::256B prefetch hint on the weight loads was
+// tried and showed no gain on the H100; see BENCHMARKS.md.)
+template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 struct Gemv {
   using Traits = gemm::warp::ActTraits<T>;
   using Pair = typename Traits::Pair;
-  using Geometry = gemm::threadblock::PackedGeometry<Bits>;
+  using Layout = WeightLayoutOf<kLayout, Bits>;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kWordsPerLane = Geometry::kWordsPerLane;   // per slab: 4 (int4) or 8 (int8)
-  static constexpr int kVectorsPerSlab = kWordsPerLane / 4;        // 16-byte loads per lane per slab
+  static constexpr int kWordsPerSlab = Layout::kWordsPerSlab;      // per lane: 4 (int4) or 8 (int8)
   static constexpr int kSubBlocks = kStripN / 16;                  // 16-column blocks per strip
   static constexpr int kRows = kMTiles * kMmaRows;                 // largest M this instance takes
   // Shared-memory row of the block reduction: 64 columns + 4 floats of padding, so the lanes of one
@@ -85,7 +80,7 @@ struct Gemv {
 
   // One batch in registers: the packed words, x's B fragments and the scale/offset pairs it needs.
   struct Batch {
-    uint4 words[kSlabsPerBatch][kVectorsPerSlab];
+    uint32_t words[kSlabsPerBatch][kWordsPerSlab];
     uint32_t x[kSlabsPerBatch][kMTiles][2];
     // Raw 16-bit scale and offset of columns (c, c + 8) of each block, broadcast to pairs only in
     // compute(): broadcasting right after the load would make load() wait for it, and the next batch
@@ -97,12 +92,7 @@ struct Gemv {
   __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane) {
     const int t = lane % 4, c = lane / 4;
     const int slab0 = batch * kSlabsPerBatch;
-    const int32_t* w = p.B + (static_cast<int64_t>(strip) * (p.K / 16) + slab0) * (32 * kWordsPerLane) +
-                       lane * kWordsPerLane;
-#pragma unroll
-    for (int s = 0; s < kSlabsPerBatch; ++s)
-#pragma unroll
-      for (int v = 0; v < kVectorsPerSlab; ++v) b.words[s][v] = load_streaming(w + s * 32 * kWordsPerLane + 4 * v);
+    Layout::load(b.words, p.B, p.N, p.K, strip, slab0, lane);
 
     // x: small and re-read by every strip's blocks, so it goes through the normal (cached) path. Rows past
     // M feed zeros, so their (unwritten) outputs are zero and the mma needs no masking.
@@ -141,7 +131,6 @@ struct Gemv {
   __device__ static void compute(const Batch& b, float (&acc)[kMTiles][kSubBlocks][4]) {
 #pragma unroll
     for (int s = 0; s < kSlabsPerBatch; ++s) {
-      const uint32_t* words = reinterpret_cast<const uint32_t*>(&b.words[s][0]);
       const int h = kHalves == 1 ? 0 : s / (kHalfK / 16);
 #pragma unroll
       for (int j = 0; j < kSubBlocks; ++j) {
@@ -151,10 +140,8 @@ struct Gemv {
           quant.scale[half] = Traits::broadcast(b.scale[h][j][half]);
           quant.offset[half] = Traits::broadcast(b.offset[h][j][half]);
         }
-        const gemm::warp::BFragPair f =
-            gemm::warp::dequantize_block<T, Bits>(words + j * Geometry::kWordsPerSubBlock, quant);
-        // B fragment (n8 tile 0 = column c, tile 1 = c + 8; regs {k lo, k hi}) -> A fragment order.
-        const uint32_t a[4] = {f.b[0][0], f.b[1][0], f.b[0][1], f.b[1][1]};
+        uint32_t a[4];
+        Layout::template fragment<T>(&b.words[s][j * Layout::kWordsPerBlock], quant, a);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(acc[mt][j], a, b.x[s][mt]);
       }
@@ -166,9 +153,9 @@ struct Gemv {
 // extra 40 registers per thread cost a block per SM (e.g. 8192 x 28672, M = 1: 50.5 us at depth 2).
 constexpr int kDepth = 2;
 
-template <typename T, int Bits, int kMTiles, int kWarps, int kHalves>
+template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
-  using G = Gemv<T, Bits, kMTiles, kWarps, kHalves>;
+  using G = Gemv<T, Bits, kMTiles, kWarps, kHalves, kLayout>;
   using Traits = typename G::Traits;
   __shared__ float reduction[kWarps][G::kRows][G::kRedStride];
   __shared__ int is_last;

@@ -1,6 +1,7 @@
 // Host API of the decode path (batched GEMV for M <= 16, gemv_kernel.cuh): compiled configs, workspace,
-// rule checks and dispatch. Arguments travel in the sm80 path's GemmArgs: the decode path reads the same
-// packed weights, scales and offsets, so one prepacked weight serves both paths.
+// rule checks and dispatch. Arguments travel in the sm80 path's GemmArgs: the decode path reads the packed
+// weights, scales and offsets of either layout (GemmArgs::layout), so one prepacked weight serves it and
+// the GEMM path of its layout.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -11,14 +11,14 @@ namespace mixgemm::gemv {
 
 using LaunchFn = void (*)(const gemm::GemmArgs&, cudaStream_t);
 
-template <typename T, int Bits, int kMTiles, int kWarps, int kHalves>
+template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
   const int batches = args.K / kBatchK;
   const GemvParams params{args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.workspace,
                           args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
                           ceil_div(batches, args.split_k)};
   const dim3 grid(args.N / kStripN, args.split_k);
-  gemv_kernel<T, Bits, kMTiles, kWarps, kHalves><<<grid, 32 * kWarps, 0, stream>>>(params);
+  gemv_kernel<T, Bits, kMTiles, kWarps, kHalves, kLayout><<<grid, 32 * kWarps, 0, stream>>>(params);
   check_launch("gemv_kernel");
 }
 

@@ -1,0 +1,143 @@
+// The decode path's two weight layouts: where a lane finds its packed words for one 16 (k) x 64 (n) slab
+// of a strip, and how those words become the A fragments of D^T = W^T x^T (see gemv_kernel.cuh).
+//
+// Both layouts keep, per 16 x 16 block of W, the 8 codes lane 4 c + t needs for its mma fragment together
+// in one word (int4) or two (int8); they differ in where the blocks sit, in the order of the codes inside
+// the word and in the codes' sign:
+//
+//   sm80 (prepack_ref.py): [N/64, K/16, 32, 4 * Bits / 4] words, unsigned codes. A lane's words for the
+//        strip's four 16-column blocks of one slab are adjacent: one 16-byte load (two for int8). Inside a
+//        word the codes are the *B* fragments of mma.m16n8k16 for W (n8 tile h = column c + 8 h, register
+//        r = k 2t + 8r + {0, 1}): converter pair p = 2 h + r (int4) or word h, pair r (int8).
+//   sm90 (sm90_layout.py): [K/16, N/16, 32, Bits / 4] words, signed codes, the register order CUTLASS 3.x's
+//        collective converts. A lane's word of one block is 4 bytes (int4) or 8 (int8) inside a warp's
+//        contiguous 128 (256) bytes, and the strip's four blocks of a slab are 512 (1024) contiguous bytes.
+//        Inside a word the codes are already the A fragment of W^T (register order a0..a3 = (row c, k lo),
+//        (row c + 8, k lo), (row c, k hi), (row c + 8, k hi)): converter pair p = 2 r + h for int4 (nibble
+//        pairs (p, p + 4)); for int8 word r holds bytes {(c, k0), (c + 8, k0), (c, k1), (c + 8, k1)}, so
+//        strided byte pairs give row h.
+//
+// Per batch (4 slabs x 4 blocks) a lane issues 4 (int4) 16-byte loads on the sm80 layout and 16 4-byte
+// loads on the sm90 layout; either way a warp instruction reads whole 128-byte lines and the same 2 KiB
+// per warp are in flight.
+#pragma once
+
+#include <cstdint>
+
+#include "mixgemm/convert/int4_to_float.cuh"
+#include "mixgemm/convert/int8_to_float.cuh"
+#include "mixgemm/gemm/gemm_args.h"
+#include "mixgemm/gemm/warp/mma_mixed_input.cuh"
+
+namespace mixgemm::gemv {
+
+// Weights are streamed once: no L1 allocation (nothing re-reads them).
+__device__ __forceinline__ uint4 load_streaming_v4(const int32_t* address) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ uint2 load_streaming_v2(const int32_t* address) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(address));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t load_streaming_v1(const int32_t* address) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(address));
+  return v;
+}
+
+// Scale and offset pairs of the two rows of W^T (columns c and c + 8 of W) a lane's fragment covers.
+template <typename T>
+using RowQuant = gemm::warp::ColumnQuant<T>;
+
+template <gemm::WeightLayout layout, int Bits>
+struct WeightLayoutOf;
+
+// ---------------------------------------------------------------------------------------------------------
+template <int Bits>
+struct WeightLayoutOf<gemm::WeightLayout::kSm80, Bits> {
+  static constexpr int kWordsPerBlock = Bits / 4;      // per lane per 16 x 16 block
+  static constexpr int kWordsPerSlab = 4 * kWordsPerBlock;  // the strip's four blocks
+
+  // words[s][...] = this lane's words of slab `slab0 + s` of `strip`, for kSlabs slabs.
+  template <int kSlabs>
+  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
+                              int strip, int slab0, int lane) {
+    const int32_t* w = B + (static_cast<int64_t>(strip) * (K / 16) + slab0) * (32 * kWordsPerSlab) +
+                       lane * kWordsPerSlab;
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s)
+#pragma unroll
+      for (int v = 0; v < kWordsPerSlab / 4; ++v) {
+        const uint4 x = load_streaming_v4(w + s * 32 * kWordsPerSlab + 4 * v);
+        words[s][4 * v] = x.x, words[s][4 * v + 1] = x.y, words[s][4 * v + 2] = x.z, words[s][4 * v + 3] = x.w;
+      }
+  }
+
+  // The A fragment of block j from its words: the converted B fragments (n8 tile 0 = column c, tile 1 =
+  // c + 8; registers {k lo, k hi}) in A order.
+  template <typename T>
+  __device__ static void fragment(const uint32_t* block_words, const RowQuant<T>& quant, uint32_t (&a)[4]) {
+    const gemm::warp::BFragPair f = gemm::warp::dequantize_block<T, Bits>(block_words, quant);
+    a[0] = f.b[0][0], a[1] = f.b[1][0], a[2] = f.b[0][1], a[3] = f.b[1][1];
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+template <int Bits>
+struct WeightLayoutOf<gemm::WeightLayout::kSm90, Bits> {
+  static constexpr int kWordsPerBlock = Bits / 4;
+  static constexpr int kWordsPerSlab = 4 * kWordsPerBlock;
+  static constexpr int kBlockWords = 32 * kWordsPerBlock;  // one 16 x 16 block, all lanes
+
+  template <int kSlabs>
+  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
+                              int strip, int slab0, int lane) {
+    const int64_t row_words = static_cast<int64_t>(N / 16) * kBlockWords;  // one slab of all N blocks
+    const int32_t* w = B + slab0 * row_words + (4 * strip) * kBlockWords + lane * kWordsPerBlock;
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int32_t* src = w + s * row_words + j * kBlockWords;
+        if constexpr (Bits == 4) {
+          words[s][j] = load_streaming_v1(src);
+        } else {
+          const uint2 x = load_streaming_v2(src);
+          words[s][2 * j] = x.x, words[s][2 * j + 1] = x.y;
+        }
+      }
+  }
+
+  template <typename T>
+  __device__ static void fragment(const uint32_t* block_words, const RowQuant<T>& quant, uint32_t (&a)[4]) {
+    using Pair = typename gemm::warp::ActTraits<T>::Pair;
+    uint32_t q[4];  // A registers before scaling: register p covers row h = p % 2 (c or c + 8)
+    if constexpr (Bits == 4) {
+      const convert::Pairs4 pairs = convert::int4x8_to<T, convert::Codes::kSigned>(block_words[0]);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) q[p] = pairs.pair[p];
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const convert::Pairs2 pairs =
+            convert::int8x4_to<T, convert::Codes::kSigned, convert::BytePairs::kStrided>(block_words[r]);
+        q[2 * r] = pairs.pair[0];
+        q[2 * r + 1] = pairs.pair[1];
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q[p]), quant.scale[p % 2], quant.offset[p % 2]);
+      a[p] = *reinterpret_cast<const uint32_t*>(&w);
+    }
+  }
+};
+
+}  // namespace mixgemm::gemv
