@@ -2,7 +2,9 @@
 run-time split-K.
 
 Paths (DESIGN.md section 3): ``"sm80"``, the CUTLASS-2.x-style mma.sync GEMM (any M); ``"gemv"``, the
-decode path, a batched GEMV for up to ``tile_m`` rows of x (M <= 16) on the same packed weights.
+decode path, a batched GEMV for up to ``tile_m`` rows of x (M <= 16); ``"sm90"``, the CUTLASS 3.x
+wgmma/TMA GEMM (Hopper, any M). Each path reads the weight layouts of :data:`LAYOUTS_OF_PATH`: a weight
+prepacked for one GPU serves its decode path and its GEMM path.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import functools
 import torch
 
 SPLIT_K_MODES = ("none", "serial", "parallel")
-PATHS = ("sm80", "gemv")
+PATHS = ("sm80", "gemv", "sm90")
+# Which PackedWeight.layout each path's kernels read (cpp/include/mixgemm/gemv/weight_layouts.cuh).
+LAYOUTS_OF_PATH = {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",)}
+# sm90 kernels: "coop" (two consumer warpgroups split one weight tile) or "pingpong" (they alternate
+# whole tiles); tile scheduler "persistent" or "streamk" (tools/generate_kernels.py).
+SM90_SCHEDULES = ("coop", "pingpong")
+SM90_SCHEDULERS = ("persistent", "streamk")
 # Every decode (gemv) kernel covers one 64-column strip per block, a warp per 64-deep k-batch, two
 # batches in flight per warp: only its rows (tile_m) and warps per block (tile_k / 64) vary.
 _GEMV_STRIP_N = 64
@@ -33,6 +41,12 @@ class GemmConfig:
     ``path="gemv"`` (the decode path) reads the fields the same way: a block covers ``tile_m`` rows (the
     largest M it takes, 8 or 16) x one 64-column strip x ``tile_k`` rows of K per step, split among
     ``tile_k / warp_k`` warps of one 64-deep batch each, ``stages`` = 2 batches in flight per warp.
+
+    ``path="sm90"`` (build with :meth:`sm90`): ``tile_m`` tokens (rows of x) x ``tile_n`` weight columns x
+    ``tile_k`` = 64 per CTA, ``cluster_m`` x ``cluster_n`` CTAs per cluster, ``schedule`` and
+    ``scheduler`` as in :data:`SM90_SCHEDULES` / :data:`SM90_SCHEDULERS`. Its warp fields give one consumer
+    warpgroup's tile (half the weight columns for "coop") and ``stages`` is 0: CUTLASS sizes the pipeline
+    to the shared memory. K is split by the stream-K scheduler, never by ``split_k``.
     """
 
     tile_m: int
@@ -45,10 +59,22 @@ class GemmConfig:
     split_k: int = 1
     split_k_mode: str = "none"
     path: str = "sm80"
+    cluster_m: int = 1
+    cluster_n: int = 1
+    schedule: str = ""
+    scheduler: str = ""
 
     def __post_init__(self) -> None:
         if self.path not in PATHS:
             raise ValueError(f"GemmConfig: path must be one of {PATHS}, got {self.path!r}")
+        if self.path == "sm90":
+            if self.schedule not in SM90_SCHEDULES or self.scheduler not in SM90_SCHEDULERS:
+                raise ValueError(f"GemmConfig: an sm90 config needs schedule in {SM90_SCHEDULES} and scheduler "
+                                 f"in {SM90_SCHEDULERS}, got {self.schedule!r}, {self.scheduler!r}")
+            if self.split_k != 1:
+                raise ValueError("GemmConfig: the sm90 path splits K with its stream-K scheduler: split_k must be 1")
+        elif self.schedule or self.scheduler or (self.cluster_m, self.cluster_n) != (1, 1):
+            raise ValueError(f"GemmConfig: schedule, scheduler and clusters belong to the sm90 path, not {self.path!r}")
         if self.path == "gemv" and self.split_k_mode == "parallel":
             raise ValueError("GemmConfig: the gemv path reduces split-K in-kernel: split_k_mode must be 'none' "
                              "or 'serial'")
@@ -68,10 +94,26 @@ class GemmConfig:
         return cls(rows, _GEMV_STRIP_N, _GEMV_BATCH_K * warps, rows, _GEMV_STRIP_N, _GEMV_BATCH_K, _GEMV_DEPTH,
                    split_k, "none" if split_k == 1 else "serial", path="gemv")
 
+    @classmethod
+    def sm90(cls, tile_m: int, tile_n: int, tile_k: int, cluster_m: int, cluster_n: int, schedule: str,
+             scheduler: str) -> "GemmConfig":
+        """An sm90 config, from the fields the extension lists it by (``_C.gemm_sm90_configs``)."""
+        consumer_n = tile_n // 2 if schedule == "coop" else tile_n
+        return cls(tile_m, tile_n, tile_k, tile_m, consumer_n, tile_k, 0, path="sm90", cluster_m=cluster_m,
+                   cluster_n=cluster_n, schedule=schedule, scheduler=scheduler)
+
     @property
-    def tile(self) -> tuple[int, int, int, int, int, int, int]:
+    def tile(self) -> tuple:
         """The compiled part, as its path's registry names it (split-K is chosen at run time)."""
+        if self.path == "sm90":
+            return (self.tile_m, self.tile_n, self.tile_k, self.cluster_m, self.cluster_n, self.schedule,
+                    self.scheduler)
         return (self.tile_m, self.tile_n, self.tile_k, self.warp_m, self.warp_n, self.warp_k, self.stages)
+
+    @property
+    def layouts(self) -> tuple[str, ...]:
+        """The weight layouts this config's kernels read."""
+        return LAYOUTS_OF_PATH[self.path]
 
     @property
     def gemv_key(self) -> tuple[int, int]:
@@ -85,6 +127,9 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
+        if self.path == "sm90":
+            return (f"sm90_{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}_"
+                    f"{self.schedule}_{self.scheduler}")
         base = (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_w{self.warp_m}x{self.warp_n}x{self.warp_k}"
                 f"_s{self.stages}")
         if self.path != "sm80":  # sm80 names carry no prefix: they predate the other paths
@@ -94,7 +139,8 @@ class GemmConfig:
 
 def compiled_configs(dtype: torch.dtype = torch.float16, bits: int = 4, path: str | None = "sm80") -> list[GemmConfig]:
     """Every config compiled into this build for activation ``dtype`` and ``bits``-bit weights, on
-    ``path`` (``"sm80"`` by default, ``"gemv"``, or ``None`` for every path)."""
+    ``path`` (``"sm80"`` by default, ``"gemv"``, ``"sm90"`` (empty in a build without sm_90a), or ``None``
+    for every path)."""
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"compiled_configs: dtype must be float16 or bfloat16, got {dtype}")
     if bits not in (4, 8):
@@ -111,4 +157,18 @@ def _compiled(bf16: bool, bits: int) -> tuple[GemmConfig, ...]:
 
     sm80 = tuple(GemmConfig(*t) for t in _C.gemm_configs(bf16, bits))
     gemv = tuple(GemmConfig.gemv(8 * m_tiles, warps) for m_tiles, warps in _C.gemv_configs(bf16, bits))
-    return sm80 + gemv
+    # The sm90 registry lists each schedule once per conversion mode compiled for it; one config each.
+    sm90 = tuple(dict.fromkeys(GemmConfig.sm90(*key) for key, _mode in _C.gemm_sm90_configs(bf16, bits)))
+    return sm80 + gemv + sm90
+
+
+@functools.cache
+def sm90_modes(bf16: bool, bits: int) -> dict[tuple, tuple[str, ...]]:
+    """sm90 config tile -> the conversion modes compiled for it ("scale": scale-only, "offset": with
+    folded zero points)."""
+    from . import _C
+
+    modes: dict[tuple, list[str]] = {}
+    for key, mode in _C.gemm_sm90_configs(bf16, bits):
+        modes.setdefault(tuple(key), []).append(mode)
+    return {key: tuple(sorted(m)) for key, m in modes.items()}

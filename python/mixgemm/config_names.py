@@ -4,7 +4,8 @@ A name is what crosses boundaries where a dataclass cannot: the ``str config`` a
 ``mixgemm::gemm`` custom op (library.py), the ``--config`` flag of the profiler (bench/cli.py) and the
 tuning cache. Names look like ``16x128x64_w16x32x64_s4`` (tile M x N x K, warp tile, pipeline stages),
 with ``_k4s`` / ``_k4p`` appended for split-K 4, serial / parallel, and a ``gemv_`` prefix for the decode
-path (``gemv_8x64x256_w8x64x64_s2_k4s``); ``"auto"`` stands for "let :func:`mixgemm.gemm` choose".
+path (``gemv_8x64x256_w8x64x64_s2_k4s``). sm90 configs are named by tile, cluster, schedule and scheduler
+(``sm90_256x128x64_c1x1_coop_persistent``). ``"auto"`` stands for "let :func:`mixgemm.gemm` choose".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .config import GemmConfig
 AUTO = "auto"
 
 _NAME = re.compile(r"(?:(gemv)_)?(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
+_SM90_NAME = re.compile(r"sm90_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_([a-z]+)_([a-z]+)")
 _MODE_OF_LETTER = {"s": "serial", "p": "parallel", None: "none"}
 
 
@@ -29,11 +31,16 @@ def from_name(name: str) -> GemmConfig | str:
         raise ValueError(f"invalid config {name!r}: expected a string")
     if name == AUTO:
         return AUTO
+    sm90 = _SM90_NAME.fullmatch(name.strip())
+    if sm90:
+        *sizes, schedule, scheduler = sm90.groups()
+        return GemmConfig.sm90(*(int(v) for v in sizes), schedule, scheduler)
     match = _NAME.fullmatch(name.strip())
     if not match:
         raise ValueError(
-            f"invalid config {name!r}: expected 'auto' or a name like 16x128x64_w16x32x64_s4 (optionally "
-            "_k4s / _k4p for split-K 4, serial / parallel)"
+            f"invalid config {name!r}: expected 'auto', a name like 16x128x64_w16x32x64_s4 (optionally "
+            "_k4s / _k4p for split-K 4, serial / parallel; gemv_ for the decode path) or "
+            "sm90_256x128x64_c1x1_coop_persistent"
         )
     tile = [int(v) for v in match.groups()[1:8]]
     split_k = int(match[9]) if match[9] else 1

@@ -5,7 +5,7 @@ Registered in the ``mixgemm`` namespace when this module is imported (``import m
     mixgemm::awq_dequantize(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor
     mixgemm::awq_gemm_baseline(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, int split_k_iters) -> Tensor
     mixgemm::gemm(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, int group_size,
-                  int n, int k, str config) -> Tensor
+                  int n, int k, str config, str layout="sm80", bool scale_only=False) -> Tensor
 
 Why custom ops: ``torch.compile`` cannot trace into calls to ``mixgemm._C``: they take raw ``data_ptr()``
 integers, which the fake tensors used for tracing do not have. Behind a custom op the
@@ -76,23 +76,26 @@ def _awq_gemm_baseline_fake(x, qweight, scales, qzeros, split_k_iters):
     return x.new_empty((x.shape[0], scales.shape[1]), dtype=torch.float16)
 
 
-# The schema carries no bit width: the packed tensor's last dimension, words per lane of a 16 x 64 block,
-# says it (4 for int4, 8 for int8; see packing.PackedWeight).
-_BITS_OF_WORDS_PER_LANE = {4: 4, 8: 8}
+# The schema carries no bit width: the packed tensor's last dimension, words per lane, says it (per 16 x 64
+# block in the sm80 layout: 4 for int4, 8 for int8; per 16 x 16 block in the sm90 layout: 1 and 2; see
+# packing.PackedWeight).
+_BITS_OF_WORDS_PER_LANE = {"sm80": {4: 4, 8: 8}, "sm90": {1: 4, 2: 8}}
 
 
-def _bits_of(packed: torch.Tensor) -> int:
+def _bits_of(packed: torch.Tensor, layout: str = "sm80") -> int:
     # Anything else is malformed; 4 lets ops.gemm's shape check report it in its usual words.
-    return _BITS_OF_WORDS_PER_LANE.get(packed.shape[-1], 4) if packed.dim() == 4 else 4
+    words = _BITS_OF_WORDS_PER_LANE.get(layout, {})
+    return words.get(packed.shape[-1], 4) if packed.dim() == 4 else 4
 
 
-def _weight_of(packed, scales, offsets, group_size: int, n: int, k: int) -> packing.PackedWeight:
+def _weight_of(packed, scales, offsets, group_size: int, n: int, k: int, layout: str = "sm80",
+               scale_only: bool = False) -> packing.PackedWeight:
     # Without `perm`: the wrapper has already gathered x's columns (where the compiler can see and fuse
     # it), so the weight here is always in the kernel's own K order. Keywords, not positions, so a field
     # added to PackedWeight later cannot shift these into the wrong slots.
     return packing.PackedWeight(
-        packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed),
-        act_dtype=scales.dtype, n=n, k=k,
+        packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed, layout),
+        act_dtype=scales.dtype, n=n, k=k, layout=layout, scale_only=scale_only,
     )
 
 
@@ -105,7 +108,7 @@ _parse_name = functools.lru_cache(maxsize=256)(config_names.from_name)
     mutates_args=(),
     schema=(
         "(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, int group_size, int n, int k, "
-        "str config) -> Tensor"
+        'str config, str layout="sm80", bool scale_only=False) -> Tensor'
     ),
 )
 def _gemm_op(
@@ -118,12 +121,15 @@ def _gemm_op(
     n: int,
     k: int,
     config: str,
+    layout: str = "sm80",
+    scale_only: bool = False,
 ) -> torch.Tensor:
-    return ops.gemm(x, _weight_of(packed, scales, offsets, group_size, n, k), bias, _parse_name(config))
+    weight = _weight_of(packed, scales, offsets, group_size, n, k, layout, scale_only)
+    return ops.gemm(x, weight, bias, _parse_name(config))
 
 
 @_gemm_op.register_fake
-def _gemm_fake(x, packed, scales, offsets, bias, group_size, n, k, config):
+def _gemm_fake(x, packed, scales, offsets, bias, group_size, n, k, config, layout="sm80", scale_only=False):
     # A bad config name fails here, at trace time, rather than on the first real call.
     config_names.from_name(config)
     return x.new_empty((*x.shape[:-1], n))
@@ -196,10 +202,13 @@ def gemm_tensors(
     k: int,
     perm: Optional[torch.Tensor] = None,
     config: ConfigArg = "auto",
+    layout: str = "sm80",
+    scale_only: bool = False,
 ) -> torch.Tensor:
     """:func:`gemm` on a packed weight given field by field (what :class:`mixgemm.nn.QuantLinear` holds).
 
-    ``perm`` is the GPTQ act-order permutation of K: x's columns are gathered with it first.
+    ``perm`` is the GPTQ act-order permutation of K: x's columns are gathered with it first. ``layout`` and
+    ``scale_only`` are the PackedWeight's fields of those names.
     """
     if perm is not None:
         # Checked here because a wrong K would otherwise surface as index_select's out-of-range error
@@ -212,8 +221,10 @@ def gemm_tensors(
         x = x.index_select(-1, perm)
     if eager_call(x) and isinstance(packed, torch.Tensor) and isinstance(scales, torch.Tensor):
         # What the op's real implementation does, without the dispatch.
-        return ops.gemm(x, _weight_of(packed, scales, offsets, group_size, n, k), bias, parse_config(config))
-    return torch.ops.mixgemm.gemm(x, packed, scales, offsets, bias, group_size, n, k, _config_name(config))
+        weight = _weight_of(packed, scales, offsets, group_size, n, k, layout, scale_only)
+        return ops.gemm(x, weight, bias, parse_config(config))
+    return torch.ops.mixgemm.gemm(x, packed, scales, offsets, bias, group_size, n, k, _config_name(config), layout,
+                                  scale_only)
 
 
 def gemm(
@@ -233,7 +244,8 @@ def gemm(
     # scales), so a PackedWeight whose fields say otherwise is refused here, as ops.gemm would refuse it.
     if not isinstance(packed_weight.packed, torch.Tensor) or not isinstance(packed_weight.scales, torch.Tensor):
         raise ValueError("gemm: packed.packed and packed.scales must be tensors (use mixgemm.prepack)")
-    if packed_weight.bits != _bits_of(packed_weight.packed) or packed_weight.act_dtype != packed_weight.scales.dtype:
+    if (packed_weight.bits != _bits_of(packed_weight.packed, packed_weight.layout)
+            or packed_weight.act_dtype != packed_weight.scales.dtype):
         raise ValueError(
             f"gemm: packed disagrees with its tensors: bits = {packed_weight.bits} with packed shape "
             f"{tuple(packed_weight.packed.shape)}, act_dtype = {packed_weight.act_dtype} with scales of "
@@ -247,5 +259,5 @@ def gemm(
     return gemm_tensors(
         x, packed_weight.packed, packed_weight.scales, packed_weight.offsets, bias,
         group_size=packed_weight.group_size, n=packed_weight.n, k=packed_weight.k,
-        perm=perm, config=config,
+        perm=perm, config=config, layout=packed_weight.layout, scale_only=packed_weight.scale_only,
     )

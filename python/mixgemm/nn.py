@@ -51,6 +51,10 @@ class QuantLinear(torch.nn.Module):
         self.out_features = packed_weight.n
         self.group_size = packed_weight.group_size
         self.bits = packed_weight.bits
+        # The weight layout (prepack's choice for the GPU) and whether it had zero points: plain attributes,
+        # since a layout is a property of the packed buffer, not a tensor of its own.
+        self.layout = packed_weight.layout
+        self.scale_only = bool(packed_weight.scale_only)
         self.config = config
         self.register_buffer("packed", packed_weight.packed)
         self.register_buffer("scales", packed_weight.scales)
@@ -78,10 +82,13 @@ class QuantLinear(torch.nn.Module):
         group_size: Optional[int] = None,
         *,
         config: library.ConfigArg = "auto",
+        layout: str = "auto",
     ) -> "QuantLinear":
         """From AWQ tensors on the GPU: ``qweight`` int32 ``[K, N/8]``, ``scales`` ``[K/G, N]``, ``qzeros``
-        int32 ``[K/G, N/8]`` (None for symmetric weights). ``group_size`` defaults to ``K / (K/G)``."""
-        return cls(packing.prepack(qweight, scales, qzeros, group_size), bias, config=config)
+        int32 ``[K/G, N/8]`` (None for symmetric weights). ``group_size`` defaults to ``K / (K/G)``.
+        ``layout``: the kernel layout, as :func:`mixgemm.prepack` takes it ("auto": the GPU's own)."""
+        extra = {} if layout == "auto" else {"layout": layout}
+        return cls(packing.prepack(qweight, scales, qzeros, group_size, **extra), bias, config=config)
 
     @classmethod
     def from_gptq(
@@ -96,6 +103,7 @@ class QuantLinear(torch.nn.Module):
         bits: int = 4,
         checkpoint_format: str = "gptq",
         config: library.ConfigArg = "auto",
+        layout: str = "auto",
     ) -> "QuantLinear":
         """From GPTQ tensors on the GPU: ``qweight`` int32 ``[K/8, N]``, ``scales`` ``[K/G, N]``, ``qzeros``
         int32 ``[K/G, N/8]``, optional ``g_idx`` ``[K]`` (act-order: K is permuted once at prepack time).
@@ -104,15 +112,17 @@ class QuantLinear(torch.nn.Module):
         Zeros are read **v1** by default (stored ``zero - 1``: what AutoGPTQ and GPTQModel write, and what
         ``checkpoint_format: "gptq"`` or no checkpoint_format in the quantization config means).
         ``checkpoint_format="gptq_v2"`` reads them as stored. ``v1=True/False`` is the older explicit
-        override of the ``"gptq"`` reading (see :func:`mixgemm.prepack`).
+        override of the ``"gptq"`` reading (see :func:`mixgemm.prepack`). ``layout`` as in :meth:`from_awq`.
         """
-        # g_idx, bits and v1 only when they say something, so this also works with a prepack that predates
-        # act-order or 8-bit support.
+        # g_idx, bits, v1 and layout only when they say something, so this also works with a prepack that
+        # predates act-order, 8-bit or layout support.
         extra = {} if g_idx is None else {"g_idx": g_idx}
         if bits != 4:
             extra["bits"] = bits
         if v1 is not None:
             extra["gptq_v1"] = v1
+        if layout != "auto":
+            extra["layout"] = layout
         packed_weight = packing.prepack(qweight, scales, qzeros, format=checkpoint_format, **extra)
         return cls(packed_weight, bias, config=config)
 
@@ -127,13 +137,14 @@ class QuantLinear(torch.nn.Module):
         v1: Optional[bool] = None,
         bits: int = 4,
         config: library.ConfigArg = "auto",
+        layout: str = "auto",
     ) -> "QuantLinear":
         """One layer of a safetensors checkpoint: ``{prefix}.qweight``, ``{prefix}.qzeros``,
         ``{prefix}.scales`` and, if present, ``{prefix}.bias`` (and ``{prefix}.g_idx`` for GPTQ).
 
         ``format``: ``"awq"``, ``"gptq"`` (zeros read v1, stored ``z - 1``: AutoGPTQ/GPTQModel checkpoints,
         ``checkpoint_format: "gptq"`` or none) or ``"gptq_v2"`` (zeros as stored). Only that layer's tensors
-        are read. ``v1`` and ``bits`` are :meth:`from_gptq`'s (AWQ is 4-bit). To load a checkpoint folder
+        are read. ``v1``, ``bits`` and ``layout`` are :meth:`from_gptq`'s (AWQ is 4-bit). To load a checkpoint folder
         with its own quantization config (or a whole model), see :mod:`mixgemm.checkpoint`.
         """
         fn = "QuantLinear.from_safetensors"
@@ -143,9 +154,9 @@ class QuantLinear(torch.nn.Module):
         target = _checks.check_load_device(fn, device)
         t = {name: None if value is None else value.to(target) for name, value in tensors.items()}
         if format == "awq":
-            return cls.from_awq(t["qweight"], t["scales"], t["qzeros"], t["bias"], config=config)
+            return cls.from_awq(t["qweight"], t["scales"], t["qzeros"], t["bias"], config=config, layout=layout)
         return cls.from_gptq(t["qweight"], t["scales"], t["qzeros"], t["g_idx"], t["bias"], v1=v1, bits=bits,
-                             checkpoint_format=format, config=config)
+                             checkpoint_format=format, config=config, layout=layout)
 
     # -----------------------------------------------------------------------------------------------
 
@@ -159,20 +170,21 @@ class QuantLinear(torch.nn.Module):
         return packing.PackedWeight(
             packed=self.packed, scales=self.scales, offsets=self.offsets, group_size=self.group_size, bits=self.bits,
             act_dtype=self.scales.dtype, n=self.out_features, k=self.in_features, perm=self.perm,
+            layout=self.layout, scale_only=self.scale_only,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # nn.Linear takes any strides; the kernel needs contiguous rows (a no-op when they already are).
         if library.eager_call(x):
             # Plain eager call: straight to the validated function, skipping the custom op's dispatch.
             weight, config = self._eager_weight()
-            return ops.gemm(x.contiguous(), weight, self._buffers["bias"], config)
+            # nn.Linear takes any strides; the kernel needs contiguous rows (a no-op when they already are).
+            return ops.gemm(x if x.is_contiguous() else x.contiguous(), weight, self._buffers["bias"], config)
         # Traced (torch.compile, export, fake tensors): through the custom op. The fields go in one by one
         # rather than as a PackedWeight so that torch.compile has no dataclass to construct while tracing.
         return library.gemm_tensors(
             x.contiguous(), self.packed, self.scales, self.offsets, self.bias,
             group_size=self.group_size, n=self.out_features, k=self.in_features, perm=self.perm,
-            config=self.config,
+            config=self.config, layout=self.layout, scale_only=self.scale_only,
         )
 
     def _eager_weight(self) -> tuple[packing.PackedWeight, library.ConfigArg]:
@@ -188,7 +200,8 @@ class QuantLinear(torch.nn.Module):
             w, config_arg, config = cached
             if (w.packed is b["packed"] and w.scales is b["scales"] and w.offsets is b["offsets"]
                     and w.perm is b["perm"] and config_arg is self.config and w.group_size == self.group_size
-                    and w.n == self.out_features and w.k == self.in_features and w.bits == self.bits):
+                    and w.n == self.out_features and w.k == self.in_features and w.bits == self.bits
+                    and w.layout == self.layout and w.scale_only == self.scale_only):
                 return w, config
         w, config_arg = self.packed_weight(), self.config
         config = library.parse_config(config_arg)
@@ -202,6 +215,8 @@ class QuantLinear(torch.nn.Module):
             text += f", bits={self.bits}"
         if self.perm is not None:
             text += ", act_order=True"
+        if self.layout != "sm80":
+            text += f", layout={self.layout}"
         if not (isinstance(self.config, str) and self.config == "auto"):
             text += f", config={config_names.to_name(self.config)}"
         return text

@@ -57,7 +57,8 @@ def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Te
 #
 # * the PackedWeight's tensors are validated once and the result kept on the object (_WeightState),
 #   re-validated only when a field of it was replaced;
-# * each device is checked (sm_80+, code compiled for it) and its name and SM count read once (_devices);
+# * each device is checked (sm_80+, code compiled for it) and its name, SM count and compute capability
+#   read once (_devices);
 # * the config, workspace sizes and the entry point to launch are resolved once per (weight shape and
 #   dtype, device, M, config argument) into a _Plan (_plans), which tuning.save_choice drops so that a
 #   tune run in this process is seen by the next call.
@@ -71,43 +72,48 @@ class _WeightState:
     on ``device``. Kept on the PackedWeight (its ``_gemm_state``); :meth:`holds` says whether it still
     describes the object, so a weight whose fields were reassigned is validated again."""
 
-    __slots__ = ("packed", "scales", "offsets", "perm", "n", "k", "group_size", "bits", "dtype", "device",
-                 "bias_shape", "shape_key")
+    __slots__ = ("packed", "scales", "offsets", "perm", "n", "k", "group_size", "bits", "dtype", "layout",
+                 "scale_only", "device", "bias_shape", "shape_key")
 
     def __init__(self, w: PackedWeight) -> None:
         # Strong references: an id() could be reused by a new tensor once the old one is freed.
         self.packed, self.scales, self.offsets, self.perm = w.packed, w.scales, w.offsets, w.perm
         self.n, self.k, self.group_size, self.bits, self.dtype = w.n, w.k, w.group_size, w.bits, w.act_dtype
+        self.layout, self.scale_only = w.layout, bool(w.scale_only)
         self.device = w.packed.device
         self.bias_shape = (w.n,)
         # Everything a plan depends on besides M and the config argument.
-        self.shape_key = (self.n, self.k, self.group_size, self.bits, self.dtype, self.device)
+        self.shape_key = (self.n, self.k, self.group_size, self.bits, self.dtype, self.layout, self.scale_only,
+                          self.device)
 
     def holds(self, w: PackedWeight) -> bool:
         return (w.packed is self.packed and w.scales is self.scales and w.offsets is self.offsets
                 and w.perm is self.perm and w.n == self.n and w.k == self.k and w.group_size == self.group_size
-                and w.bits == self.bits and w.act_dtype is self.dtype)
+                and w.bits == self.bits and w.act_dtype is self.dtype and w.layout == self.layout
+                and w.scale_only == self.scale_only)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
     """How to run one (weight shape and dtype, device, M, config argument): resolved once, then reused.
 
-    ``launch`` is the function that runs this plan's path (``_LAUNCHERS[config's path]``), so a new kernel
-    path is one more launcher and one more entry in that table.
+    A launch is ``entry(*head, <the call's device addresses>, *middle, stream, *tail)``: ``entry`` is the
+    path's extension function and the three tuples hold every argument that is the same on each call, so a
+    call computes nothing about its config. The addresses are x, packed, scales, offsets (0 for the sm90
+    scale-only kernel), bias, out, then the split-K workspace and semaphores (sm80 and decode paths) or
+    the workspace and its size in bytes (sm90 path).
     """
 
     config: GemmConfig
-    m: int
-    n: int
-    k: int
-    group_size: int
-    bits: int
-    bf16: bool
     device: torch.device
-    workspace_floats: int
-    semaphore_count: int
-    launch: Callable
+    entry: Callable
+    head: tuple
+    middle: tuple
+    tail: tuple
+    workspace_floats: int = 0
+    semaphore_count: int = 0
+    workspace_bytes: int = 0  # sm90 path: stream-K's workspace
+    offsets: bool = True  # sm90 path: False runs the scale-only kernel
 
 
 # Serial split-K semaphores, per (device, stream): zero-initialised once; every kernel leaves them zero
@@ -116,8 +122,8 @@ class _Plan:
 _semaphores: dict[tuple[torch.device, int], torch.Tensor] = {}
 _MIN_SEMAPHORES = 4096
 
-# Per device: (name, SM count), present once the device passed check_device_supported.
-_devices: dict[torch.device, tuple[str, int]] = {}
+# Per device: (name, SM count, compute capability), present once the device passed check_device_supported.
+_devices: dict[torch.device, tuple[str, int, tuple[int, int]]] = {}
 # (weight shape key, M, config argument) -> _Plan. Exact M, since the heuristic's split-K and the
 # workspace depend on it; cleared when full, which only a long run of distinct prefill lengths reaches.
 _plans: dict[tuple, _Plan] = {}
@@ -145,44 +151,52 @@ def _semaphore_buffer(device: torch.device, stream: int, count: int) -> torch.Te
     return buffer
 
 
-def _device_facts(fn: str, device: torch.device) -> tuple[str, int]:
-    """(GPU name, SM count) of a device that passed check_device_supported; queried once per device."""
+def _device_facts(fn: str, device: torch.device) -> tuple[str, int, tuple[int, int]]:
+    """(GPU name, SM count, compute capability) of a device that passed check_device_supported; queried
+    once per device."""
     facts = _devices.get(device)
     if facts is None:
         _checks.check_device_supported(fn, device)
         props = torch.cuda.get_device_properties(device)
-        facts = _devices[device] = (props.name, props.multi_processor_count)
+        facts = _devices[device] = (props.name, props.multi_processor_count, (props.major, props.minor))
     return facts
 
 
 def _auto_config(compiled: list[GemmConfig], M: int, n: int, k: int, group_size: int, bits: int, act_dtype,
-                 gpu_name: str, sm_count) -> GemmConfig:
+                 gpu_name: str, sm_count, layout: str = "sm80") -> GemmConfig:
     """``config="auto"``: the tuned choice if the cache holds a usable one, else the heuristic.
-    ``sm_count`` is a number or a function returning it (so it is only queried when needed)."""
+    ``compiled`` holds the configs that read ``layout``; ``sm_count`` is a number or a function returning
+    it (so it is only queried when needed)."""
     # The tuner times int4 weights; int8 ones take the heuristic.
-    tuned = tuning.lookup(gpu_name, M, n, k, group_size, act_dtype) if bits == 4 else None
+    tuned = tuning.lookup(gpu_name, M, n, k, group_size, act_dtype, layout=layout) if bits == 4 else None
     # A cache written by another build may name a tile this build lacks, or a split-K this K cannot
     # take: such an entry is stale, not an error, so the heuristic takes over.
-    if tuned is not None and _fits(tuned, compiled, M, k):
+    if tuned is not None and _fits(tuned, compiled, M, n, k):
         return tuned
     sms = sm_count() if callable(sm_count) else sm_count
-    return tuning.heuristic_config(compiled, M, n, k, sms)
+    return tuning.heuristic_config(compiled, M, n, k, sms, layout=layout)
 
 
-def _fits(config: GemmConfig, compiled: list[GemmConfig], M: int, K: int) -> bool:
-    """Whether a (cached) config is compiled here and can take this M and K."""
+def _fits(config: GemmConfig, compiled: list[GemmConfig], M: int, N: int, K: int) -> bool:
+    """Whether a (cached) config is compiled here for the weight's layout and can take this M, N and K."""
     if (config.path, config.tile) not in {(c.path, c.tile) for c in compiled}:
         return False
     if config.path == "gemv":  # a split per 64-deep batch at most; rows up to the kernel's tile_m
         return M <= config.tile_m and config.split_k <= K // config.warp_k
+    if config.path == "sm90":
+        return N % config.tile_n == 0
     return config.split_k <= K // config.tile_k
 
 
-def _check_rows(config: GemmConfig, M: int) -> None:
-    """A decode-path config takes at most its tile_m rows of x (the sm80 path takes any M)."""
+def _check_fits(config: GemmConfig, M: int, N: int) -> None:
+    """A decode-path config takes at most its tile_m rows of x; an sm90 config needs N in whole weight
+    tiles (the sm80 path takes any M and every N of its layout)."""
     if config.path == "gemv" and M > config.tile_m:
         raise ValueError(f"gemm: config {config.name} (decode path) takes at most {config.tile_m} rows of x, "
                          f"got M = {M}")
+    if config.path == "sm90" and N % config.tile_n:
+        raise ValueError(f"gemm: config {config.name} needs N to be a multiple of its tile_n = {config.tile_n}, "
+                         f"got N = {N}")
 
 
 def resolve_config(x_rows: int, packed: PackedWeight, config) -> GemmConfig:
@@ -190,80 +204,84 @@ def resolve_config(x_rows: int, packed: PackedWeight, config) -> GemmConfig:
 
     Queries the device and the cache file on every call (gemm keeps its answers in plans instead).
     """
-    compiled = _check_config_arg(config, packed.act_dtype, packed.bits)
+    compiled = _check_config_arg(config, packed.act_dtype, packed.bits, packed.layout)
     if config == "auto":
         device = packed.packed.device
         name = torch.cuda.get_device_name(device) if packed.bits == 4 else ""
         return _auto_config(compiled, x_rows, packed.n, packed.k, packed.group_size, packed.bits, packed.act_dtype,
-                            name, lambda: torch.cuda.get_device_properties(device).multi_processor_count)
-    _check_rows(config, x_rows)
+                            name, lambda: torch.cuda.get_device_properties(device).multi_processor_count,
+                            packed.layout)
+    _check_fits(config, x_rows, packed.n)
     return config
 
 
-def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4) -> list[GemmConfig]:
-    """``config`` must be "auto" or a GemmConfig compiled for ``act_dtype`` and ``bits``; returns the
-    compiled list."""
+def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4, layout: str = "sm80") -> list[GemmConfig]:
+    """``config`` must be "auto" or a GemmConfig compiled for ``act_dtype`` and ``bits`` whose path reads
+    ``layout``; returns the compiled configs that read it."""
     from .config import compiled_configs
 
-    compiled = compiled_configs(act_dtype, bits, path=None)
+    every = compiled_configs(act_dtype, bits, path=None)
+    compiled = [c for c in every if layout in c.layouts]
     if isinstance(config, str):
         if config != "auto":
             raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {config!r}")
     elif not isinstance(config, GemmConfig):
         raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {type(config).__name__}")
-    elif (config.path, config.tile) not in {(c.path, c.tile) for c in compiled}:
-        names = ", ".join(c.name for c in compiled)
+    elif (config.path, config.tile) not in {(c.path, c.tile) for c in every}:
+        names = ", ".join(c.name for c in every)
         raise ValueError(f"gemm: config {config.name} is not compiled into this build; compiled: {names}")
+    elif layout not in config.layouts:
+        raise ValueError(f"gemm: config {config.name} ({config.path} path) cannot read a weight in the {layout!r} "
+                         f"layout; its kernels read {' and '.join(config.layouts)} weights (prepack(..., "
+                         f"layout=...) chooses the layout)")
     return compiled
 
 
-def _pointers(plan: _Plan, stream: int, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> tuple:
-    """The device addresses both paths' entry points take, in their order (x, packed, scales, offsets,
-    bias, out, workspace, semaphores), allocating the plan's split-K workspace and semaphores."""
-    workspace = out.new_empty(plan.workspace_floats, dtype=torch.float32) if plan.workspace_floats else None
-    semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
-    return (
-        x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr(),
-        bias.data_ptr() if bias is not None else 0, out.data_ptr(),
-        workspace.data_ptr() if workspace is not None else 0,
-        semaphores.data_ptr() if semaphores is not None else 0,
-    )
-
-
-def _launch_sm80(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
-    """The CUTLASS-2.x-style kernel (``_C.gemm``), with its split-K workspace and semaphores."""
+def _launch(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
+    """Runs ``plan`` on this call's tensors, allocating its workspace (and finding its semaphores)."""
     stream = current_stream(plan.device)
-    cfg = plan.config
-    extension().gemm(cfg.tile, *_pointers(plan, stream, x2, w, bias, out), plan.m, plan.n, plan.k,
-                     plan.group_size, cfg.split_k, cfg.split_k_mode, plan.bf16, stream, plan.bits)
-
-
-def _launch_gemv(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
-    """The decode path (``_C.gemv``): split-K partials and per-strip semaphores when split_k > 1."""
-    stream = current_stream(plan.device)
-    cfg = plan.config
-    extension().gemv(cfg.gemv_key, *_pointers(plan, stream, x2, w, bias, out), plan.m, plan.n, plan.k,
-                     plan.group_size, cfg.split_k, plan.bf16, stream, plan.bits)
-
-
-# GemmConfig.path -> the function that launches it.
-_LAUNCHERS = {"sm80": _launch_sm80, "gemv": _launch_gemv}
+    if plan.workspace_bytes:
+        last = (out.new_empty(plan.workspace_bytes, dtype=torch.uint8).data_ptr(), plan.workspace_bytes)
+    else:
+        workspace = out.new_empty(plan.workspace_floats, dtype=torch.float32) if plan.workspace_floats else None
+        semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
+        last = (workspace.data_ptr() if workspace is not None else 0,
+                semaphores.data_ptr() if semaphores is not None else 0)
+    plan.entry(*plan.head, x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(),
+               w.offsets.data_ptr() if plan.offsets else 0, bias.data_ptr() if bias is not None else 0,
+               out.data_ptr(), *last, *plan.middle, stream, *plan.tail)
 
 
 def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
     """Resolves what an (M, config) call on ``state``'s weight runs: the slow part of a first call."""
-    name, sms = _device_facts(fn, state.device)  # device rules first, as before, then the config's
-    compiled = _check_config_arg(config, state.dtype, state.bits)
+    from .config import sm90_modes
+
+    name, sms, capability = _device_facts(fn, state.device)  # device rules first, then the config's
+    compiled = _check_config_arg(config, state.dtype, state.bits, state.layout)
     if isinstance(config, str):  # "auto": _check_config_arg refused every other string
-        config = _auto_config(compiled, M, state.n, state.k, state.group_size, state.bits, state.dtype, name, sms)
-    _check_rows(config, M)
+        config = _auto_config(compiled, M, state.n, state.k, state.group_size, state.bits, state.dtype, name, sms,
+                              state.layout)
+    _check_fits(config, M, state.n)
+    ext = extension()
+    bf16 = state.dtype == torch.bfloat16
+    sizes = (M, state.n, state.k, state.group_size)
+    if config.path == "sm90":
+        if capability != (9, 0):
+            raise RuntimeError(f"{fn}: the sm90 path's kernels run on compute capability 9.0 (H100/H200) only; "
+                               f"this weight is on {name}")
+        # Symmetric weights run the scale-only kernel where it is compiled (their offsets are all zero),
+        # else the zero-point kernel with those zero offsets: the same result.
+        offsets = not (state.scale_only and "scale" in sm90_modes(bf16, state.bits)[config.tile])
+        nbytes = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets)
+        return _Plan(config, state.device, ext.gemm_sm90, (config.tile,), (*sizes, bf16, state.bits), (),
+                     workspace_bytes=nbytes, offsets=offsets)
     if config.path == "gemv":
-        floats, semaphore_count = extension().gemv_workspace_size(M, state.n, config.split_k)
-    else:
-        floats, semaphore_count = extension().gemm_workspace_size(config.tile, M, state.n, config.split_k,
-                                                                  config.split_k_mode)
-    return _Plan(config, M, state.n, state.k, state.group_size, state.bits, state.dtype == torch.bfloat16,
-                 state.device, floats, semaphore_count, _LAUNCHERS[config.path])
+        floats, semaphores = ext.gemv_workspace_size(M, state.n, config.split_k)
+        return _Plan(config, state.device, ext.gemv, (config.gemv_key,), (*sizes, config.split_k, bf16),
+                     (state.bits, state.layout == "sm90"), floats, semaphores)
+    floats, semaphores = ext.gemm_workspace_size(config.tile, M, state.n, config.split_k, config.split_k_mode)
+    return _Plan(config, state.device, ext.gemm, (config.tile,), (*sizes, config.split_k, config.split_k_mode, bf16),
+                 (state.bits,), floats, semaphores)
 
 
 def _plan_for(fn: str, state: _WeightState, M: int, config) -> _Plan:
@@ -308,10 +326,12 @@ def _validate(fn: str, x, packed, bias) -> tuple[_WeightState, torch.Tensor]:
 
 
 def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None, config="auto") -> torch.Tensor:
-    """``y = x @ dequant(W) + bias`` with our CUTLASS-2.x-style mixed-input kernel.
+    """``y = x @ dequant(W) + bias`` on the kernels that read the weight's layout.
 
     ``x``: contiguous CUDA ``[..., K]`` in ``packed.act_dtype``; ``bias``: ``[N]`` or None; ``config``:
-    ``"auto"`` or a :class:`~mixgemm.config.GemmConfig`. Returns ``[..., N]``.
+    ``"auto"`` (the tuned choice, else the heuristic: the decode path for a few rows of x, the GEMM of the
+    weight's layout otherwise: sm80 or sm90) or a :class:`~mixgemm.config.GemmConfig` whose path reads
+    ``packed.layout``. Returns ``[..., N]``.
     """
     fn = "gemm"
     # Fast path: a weight validated before, unchanged since, and an x and bias that pass every per-call
@@ -331,8 +351,7 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
     M = x2.shape[0]
     out = x2.new_empty((M, state.n))
     if M == 0:
-        _check_config_arg(config, state.dtype, state.bits)  # nothing to launch; a bad config still errs
+        _check_config_arg(config, state.dtype, state.bits, state.layout)  # nothing to launch; a bad config errs
     else:
-        plan = _plan_for(fn, state, M, config)
-        plan.launch(plan, x2, packed, bias, out)
+        _launch(_plan_for(fn, state, M, config), x2, packed, bias, out)
     return out if x.dim() == 2 else out.view(*x.shape[:-1], state.n)

@@ -1,7 +1,11 @@
-"""Prepack: AWQ / GPTQ checkpoints -> our kernel layout, and the PackedWeight that holds the result.
+"""Prepack: AWQ / GPTQ checkpoints -> a kernel layout, and the PackedWeight that holds the result.
 
-DESIGN.md section 1, "Kernel layout (ours)"; python/mixgemm/prepack_ref.py specifies every bit and is
-the PyTorch twin the tests compare against.
+Two layouts (DESIGN.md section 1), one per GEMM path, each also read by the decode path:
+  * "sm80": our mma.sync layout; python/mixgemm/prepack_ref.py specifies every bit and is the PyTorch
+    twin the tests compare against;
+  * "sm90": the CUTLASS 3.x register-sourced wgmma operand order of python/mixgemm/sm90_layout.py.
+``prepack(..., layout="auto")`` picks the sm90 layout on a Hopper GPU whose build holds sm90 kernels that
+fit the weight, and the sm80 layout everywhere else: one prepack, and every kernel of that GPU reads it.
 """
 
 from __future__ import annotations
@@ -19,15 +23,19 @@ _PACKED_STRIP_N = 64  # columns per packed strip
 _K_SLAB = 16  # K rows per packed slab (one mma k-step)
 # Words per lane per 16 x 64 packed block: 4 sub-blocks of 16 x 16, one word each (int4) or two (int8).
 _WORDS_PER_LANE = {4: 4, 8: 8}
+LAYOUTS = ("sm80", "sm90")
 
 
 @dataclasses.dataclass
 class PackedWeight:
-    """A weight in our kernel layout, ready for :func:`gemm`.
+    """A weight in one of our kernel layouts, ready for :func:`gemm`.
 
-    ``packed`` int32 ``[N/64, K/16, 32, 4]`` for int4, ``[N/64, K/16, 32, 8]`` for int8 (prepack_ref.py
-    documents each bit; values stored unsigned, int8 biased by 128); ``scales`` and
-    ``offsets`` (``= -zero * scale``, zero = 8 for symmetric weights) ``[K/G, N]`` in ``act_dtype``.
+    ``layout="sm80"``: ``packed`` int32 ``[N/64, K/16, 32, 4]`` for int4, ``[N/64, K/16, 32, 8]`` for int8
+    (prepack_ref.py documents each bit; values stored unsigned, int8 biased by 128); ``offsets`` =
+    ``-zero * scale`` (zero = 8 for symmetric int4 weights).
+    ``layout="sm90"``: ``packed`` int32 ``[K/16, N/16, 32, bits/4]`` of signed codes (sm90_layout.py);
+    ``offsets`` = ``(bias - zero) * scale`` (bias 8 / 128, so zero for symmetric weights).
+    ``scales`` and ``offsets`` are ``[K/G, N]`` in ``act_dtype`` in both.
     """
 
     packed: torch.Tensor
@@ -47,8 +55,8 @@ class PackedWeight:
     # Which kernel layout ``packed`` is in: "sm80" (this module, prepack_ref.py) or "sm90" (sm90.py,
     # sm90_layout.py). A weight reaches only the kernels of its own layout.
     layout: str = "sm80"
-    # sm90 layout only: True when the weight has no zero points (offsets are all zero), so the cheaper
-    # scale-only kernel may run.
+    # True when the checkpoint had no zero points (symmetric weights): on the sm90 layout the offsets are
+    # then all zero and the cheaper scale-only kernel may run.
     scale_only: bool = False
 
 
@@ -171,8 +179,9 @@ def prepack(
     gptq_v1: bool | None = None,
     g_idx: torch.Tensor | None = None,
     bits: int = 4,
+    layout: str = "auto",
 ) -> PackedWeight:
-    """Rewrites an AWQ (default) or GPTQ int4 checkpoint into our kernel layout on the GPU.
+    """Rewrites an AWQ (default) or GPTQ int4 checkpoint into a kernel layout on the GPU.
 
     AWQ: ``qweight`` int32 ``[K, N/8]``, ``qzeros`` int32 ``[K/G, N/8]``, ``scales`` ``[K/G, N]``.
     GPTQ: ``qweight`` int32 ``[K/8, N]`` packed along K, ``qzeros`` ``[K/G, N/8]`` in natural order, and
@@ -189,6 +198,12 @@ def prepack(
     ``K / scales.shape[0]``. The activation dtype is the scales' dtype. ``bits=8``: GPTQ 8-bit checkpoints
     (``qweight`` int32 ``[K/4, N]``, ``qzeros`` ``[K/G, N/4]``, read as above; no zeros means symmetric,
     ``W = (q - 128) * s``).
+
+    ``layout``: ``"auto"`` (default) packs for the GPU the tensors are on: the sm90 layout on a Hopper
+    (compute capability 9.0) GPU when this build holds sm90 kernels for the dtype and width and the shape
+    fits them (``N`` a multiple of a compiled tile, group size ``K`` or a multiple of 64), else the sm80
+    layout. ``"sm80"`` or ``"sm90"`` force one. :func:`gemm` then runs the paths that read the weight's
+    layout: sm80 weights the sm80 GEMM and the decode path, sm90 weights the sm90 GEMM and the decode path.
     """
     fn = "prepack"
     if format not in ("awq",) + GPTQ_FORMATS:
@@ -196,9 +211,17 @@ def prepack(
     v1 = gptq_reads_v1(fn, format, gptq_v1)
     if bits not in (4, 8):
         raise ValueError(f"{fn}: bits must be 4 or 8, got {bits!r}")
+    if layout not in ("auto",) + LAYOUTS:
+        raise ValueError(f"{fn}: layout must be 'auto', 'sm80' or 'sm90', got {layout!r}")
+    if bits == 8 and format not in GPTQ_FORMATS:
+        raise ValueError(f"{fn}: 8-bit weights come in the GPTQ layout; pass format='gptq' or 'gptq_v2'")
+    if layout == "auto":
+        layout = auto_layout(qweight, scales, format, bits)
+    if layout == "sm90":
+        from . import sm90
+
+        return sm90.prepack_to_sm90(fn, qweight, scales, qzeros, group_size, format, v1, g_idx, bits)
     if bits == 8:
-        if format not in GPTQ_FORMATS:
-            raise ValueError(f"{fn}: 8-bit weights come in the GPTQ layout; pass format='gptq' or 'gptq_v2'")
         return _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1, g_idx)
     _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
     if qzeros is not None:
@@ -227,41 +250,91 @@ def prepack(
     if group_size is None:
         group_size = _checks.group_size_of(fn, K, scales.shape[0])
     packed, scales_out, offsets = prepack_awq_tensors(qweight, scales, qzeros, group_size)
-    return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K, perm)
+    return PackedWeight(packed, scales_out, offsets, group_size, 4, scales.dtype, scales.shape[1], K, perm,
+                        scale_only=qzeros is None)
+
+
+def auto_layout(qweight, scales, format: str = "awq", bits: int = 4) -> str:
+    """The layout ``prepack(..., layout="auto")`` gives these checkpoint tensors: "sm90" where the sm90
+    kernels can run the weight on the GPU holding it, else "sm80". Malformed arguments give "sm80", whose
+    prepack then names what is wrong."""
+    from . import sm90
+
+    if not (isinstance(qweight, torch.Tensor) and isinstance(scales, torch.Tensor)) or scales.dim() != 2:
+        return "sm80"
+    if qweight.device.type != "cuda" or qweight.dim() != 2 or scales.shape[0] == 0:
+        return "sm80"
+    K = qweight.shape[0] if format == "awq" else qweight.shape[0] * (32 // bits)
+    N, groups = scales.shape[1], scales.shape[0]
+    if K % groups:
+        return "sm80"
+    return "sm90" if sm90.fits(qweight.device, scales.dtype, bits, K, N, K // groups) else "sm80"
+
+
+def checkpoint_codes(fn: str, qweight, scales, qzeros, group_size: int | None, format: str, v1: bool, g_idx,
+                     bits: int, cuda: bool = True
+                     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, int]:
+    """A checkpoint's tensors, validated, as ``(q, zeros, perm, G)``: unsigned codes ``q [K, N]`` (K in the
+    act-order permuted order when ``g_idx`` asks for one), the zero points ``[K/G, N]`` as the format means
+    them (GPTQ v1 zeros already +1; None for symmetric weights), the K permutation or None, and the group
+    size. The packers of both layouts start from it (the sm80 int4 packer from the AWQ tensors instead, for
+    its GPU kernel). ``cuda=False`` lets the PyTorch-only packers run on CPU tensors."""
+    from . import formats
+
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2, cuda=cuda)
+    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2, cuda=cuda)
+    if qzeros is not None:
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2, cuda=cuda)
+        _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
+    else:
+        _checks.check_same_device(fn, qweight=qweight, scales=scales)
+    if g_idx is not None and format not in GPTQ_FORMATS:
+        raise ValueError(f"{fn}: g_idx (act-order) is a GPTQ field; pass format='gptq' or 'gptq_v2'")
+    N = scales.shape[1]
+    per_word = 32 // bits
+    if format == "awq":
+        K = qweight.shape[0]
+        _checks.check_shape(fn, "qweight", qweight, (K, N // 8), "[K, N/8] with N = scales.shape[1]")
+        source = "qweight.shape[0]"
+    else:
+        K = qweight.shape[0] * per_word
+        _checks.check_shape(fn, "qweight", qweight, (K // per_word, N), f"[K/{per_word}, N] with N = scales.shape[1]")
+        source = f"{per_word} * qweight.shape[0]"
+    G = _check_dimensions(fn, K, N, source, scales, qzeros, per_word, group_size)
+
+    zeros = None
+    if format == "awq":
+        q = formats.unpack_awq(qweight)
+        if qzeros is not None:
+            zeros = formats.unpack_awq(qzeros)
+    else:
+        unpack_q = formats.unpack_gptq_qweight if bits == 4 else formats.unpack_gptq_qweight_int8
+        q = unpack_q(qweight)
+        if qzeros is not None:
+            unpack_z = formats.unpack_gptq_zeros if bits == 4 else formats.unpack_gptq_zeros_int8
+            stored = unpack_z(qzeros, v1=False)
+            _warn_on_symmetric_mismatch(stored, bits, v1)
+            zeros = unpack_z(qzeros, v1=True) if v1 else stored
+    perm = None
+    if g_idx is not None:
+        _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
+        perm = _act_order_permutation(fn, g_idx, K, scales.shape[0])
+        if perm is not None:
+            q = q.index_select(0, perm)
+    return q, zeros, perm, G
 
 
 def _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1: bool, g_idx) -> PackedWeight:
     """int8 prepack: the PyTorch twin (prepack_ref) run on the GPU tensors. It is a handful of gathers
     over K N bytes, memory bound like the int4 kernel, so it needs no kernel of its own."""
-    from . import formats, prepack_ref
+    from . import prepack_ref
 
     fn = "prepack"
-    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2)
-    if qzeros is not None:
-        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2)
-        _checks.check_same_device(fn, qweight=qweight, qzeros=qzeros)
-    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2)
-    _checks.check_same_device(fn, qweight=qweight, scales=scales)
-    K, N = qweight.shape[0] * 4, scales.shape[1]
-    _checks.check_shape(fn, "qweight", qweight, (K // 4, N), "[K/4, N] with N = scales.shape[1]")
-    groups = scales.shape[0]
-    G = _check_dimensions(fn, K, N, "4 * qweight.shape[0]", scales, qzeros, 4, group_size)
+    q, zeros, perm, G = checkpoint_codes(fn, qweight, scales, qzeros, group_size, "gptq", v1, g_idx, 8)
     _checks.check_device_supported(fn, qweight.device)
-    q = formats.unpack_gptq_qweight_int8(qweight)
-    perm = None
-    if g_idx is not None:
-        _checks.check_same_device(fn, qweight=qweight, g_idx=g_idx)
-        perm = _act_order_permutation(fn, g_idx, K, groups)
-        if perm is not None:
-            q = q.index_select(0, perm)
-    zeros = None
-    if qzeros is not None:
-        stored = formats.unpack_gptq_zeros_int8(qzeros, v1=False)
-        _warn_on_symmetric_mismatch(stored, 8, v1)
-        zeros = ((stored.to(torch.int64) + 1) % 256).to(torch.uint8) if v1 else stored
+    K, N = q.shape
     packed, scales_out, offsets = prepack_ref.prepack_int8_reference(q, scales, zeros, G)
-    return PackedWeight(packed, scales_out, offsets, G, 8, scales.dtype, N, K, perm)
-
+    return PackedWeight(packed, scales_out, offsets, G, 8, scales.dtype, N, K, perm, scale_only=zeros is None)
 
 
 def check_packed_weight(fn: str, packed: object) -> None:
@@ -269,9 +342,8 @@ def check_packed_weight(fn: str, packed: object) -> None:
     hand-made or corrupted one would otherwise send the kernel out of bounds."""
     if not isinstance(packed, PackedWeight):
         raise ValueError(f"{fn}: packed must be a PackedWeight from mixgemm.prepack, got {type(packed).__name__}")
-    if packed.layout != "sm80":
-        raise ValueError(f"{fn}: packed is in the {packed.layout!r} layout; this kernel takes only 'sm80' weights "
-                         "(from mixgemm.prepack)")
+    if packed.layout not in LAYOUTS:
+        raise ValueError(f"{fn}: packed.layout must be 'sm80' or 'sm90', got {packed.layout!r}")
     if packed.act_dtype not in ACT_DTYPES:
         raise ValueError(f"{fn}: packed.act_dtype must be float16 or bfloat16, got {packed.act_dtype}")
     if packed.bits not in _WORDS_PER_LANE:
@@ -286,15 +358,28 @@ def check_packed_weight(fn: str, packed: object) -> None:
             f"{fn}: packed has n = {n}, k = {k}, group_size = {g}: n must be a multiple of {_PACKED_STRIP_N}, "
             f"k of {_K_SLAB}, and group_size must divide k"
         )
+    if packed.layout == "sm90":
+        from . import sm90
+
+        sm90.check_sizes(fn, k, n, g)
+
+
+def packed_shape(layout: str, k: int, n: int, bits: int) -> tuple[tuple[int, ...], str]:
+    """The shape of ``PackedWeight.packed`` in ``layout``, and how to say it in an error."""
+    if layout == "sm90":
+        from . import sm90_layout
+
+        return sm90_layout.packed_shape(k, n, bits), f"[K/16, N/16, 32, {bits // 4}] (the sm90 layout)"
+    words = _WORDS_PER_LANE[bits]
+    return (n // _PACKED_STRIP_N, k // _K_SLAB, 32, words), f"[N/64, K/16, 32, {words}] (the sm80 layout)"
 
 
 def check_packed_tensors(fn: str, packed: PackedWeight) -> None:
     """The tensors of a PackedWeight (whose fields passed check_packed_weight) match n, k, group_size."""
     n, k, g = packed.n, packed.k, packed.group_size
-    words = _WORDS_PER_LANE[packed.bits]
+    shape, described = packed_shape(packed.layout, k, n, packed.bits)
     _checks.check_tensor(fn, "packed.packed", packed.packed, (torch.int32,), 4)
-    _checks.check_shape(fn, "packed.packed", packed.packed, (n // _PACKED_STRIP_N, k // _K_SLAB, 32, words),
-                        f"[N/64, K/16, 32, {words}] for {packed.bits}-bit weights")
+    _checks.check_shape(fn, "packed.packed", packed.packed, shape, f"{described} for {packed.bits}-bit weights")
     for name in ("scales", "offsets"):
         t = getattr(packed, name)
         _checks.check_tensor(fn, f"packed.{name}", t, (packed.act_dtype,), 2)

@@ -51,15 +51,22 @@ _SPLIT_MODE = "parallel"
 # two-batch pipeline fills. Swept on an H100 over split 1..16 at M = 1 and 8 (BENCHMARKS.md): the best
 # splits were 4, 3, 8, 4, 1 and 2 for 4096x4096, 4096x11008, 11008x4096, 8192x8192, 8192x28672 and
 # 28672x8192, which this rule reproduces within 3%. From M = 9 the sm80 path's 16-row tiles were as fast
-# or faster on the large shapes (the m16 decode kernel is compiled for the tuner to try).
+# or faster on the large shapes (the m16 decode kernel is compiled for the tuner to try). The decode path
+# reads both layouts at the same speed (tools/path_probe.py on an H100: within 2% at M = 1 and 8).
 _GEMV_MAX_M = 8
 _GEMV_BLOCKS_PER_SM = 4
 _GEMV_MIN_BATCHES_PER_WARP = 4
+# On the sm90 layout the decode path's m16 kernel competes with the sm90 GEMM's 16-token tile: it won on
+# 4096 x 4096 (12.9 us against 15.2) and lost from 8192 x 8192 up (31.6 against 27.2, 97 against 68 at
+# 8192 x 28672), so rows 9..16 take it only for weights up to this many elements.
+_GEMV_M16_MAX_WEIGHTS = 32 << 20
 
 
-def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig | None:
+def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int,
+                 layout: str = "sm80") -> GemmConfig | None:
     candidates = [c for c in configs if c.path == "gemv" and c.tile_m >= M]
-    if M > _GEMV_MAX_M or not candidates:
+    takes = M <= _GEMV_MAX_M or (layout == "sm90" and M <= 16 and K * N <= _GEMV_M16_MAX_WEIGHTS)
+    if not takes or not candidates:
         return None
     config = min(candidates, key=lambda c: (c.tile_m, c.tile_k))  # fewest rows, then fewest warps
     warps = config.tile_k // config.warp_k
@@ -85,13 +92,73 @@ def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
     return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
 
 
-def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig:
-    """A sane default: a tile by M bucket, then split-K until the grid keeps the GPU busy."""
+# sm90 GEMM, from tools/path_probe.py on an H100 (BENCHMARKS.md): per M bucket, the kernels to try in
+# order, as (tile_m tokens, tile_n weight columns, schedule, scheduler). Up to 128 rows the token tile
+# matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads its
+# 1.7-wave tail, e.g. 224 tiles of 8192 x 28672 on 132 SMs); above, 256 x 128 cooperative tiles won where
+# they fill the GPU, and the narrower ping-pong tiles where they did not (4096 x 4096 at M = 256: 128 x 64
+# ping-pong 19.2 us against 32.8 for 256 x 128).
+_SM90_CHOICES = (
+    (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
+    (32, ((32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
+    (64, ((64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
+    (128, ((128, 128, "coop", "streamk"), (128, 64, "pingpong", "persistent"))),
+    (math.inf, ((256, 128, "coop", "persistent"), (256, 64, "pingpong", "persistent"),
+                (128, 64, "pingpong", "persistent"), (128, 128, "coop", "streamk"))),
+)
+# A persistent tile shape is taken only if it makes at least this share of a wave (fewer tiles leave SMs
+# idle: the next choice has more, smaller tiles); stream-K fills the GPU by construction.
+_SM90_MIN_WAVE = 0.5
+# A persistent grid whose last wave is short wastes the idle SMs' share: below this ratio of tiles to
+# (waves x SMs), the stream-K twin of the same tile is used where compiled (8192 x 28672 at M = 512: 448
+# tiles are 3.4 waves, 85%; stream-K took 325 us against 343).
+_SM90_MIN_WAVE_EFFICIENCY = 0.9
+
+
+def sm90_config(configs: list[GemmConfig], M: int, N: int, sm_count: int = 132) -> GemmConfig | None:
+    """The sm90 GEMM config for M rows of x among ``configs``, or None when no compiled sm90 config tiles
+    N. Walks M's bucket of :data:`_SM90_CHOICES`; failing those (a reduced build), the smallest compiled
+    token tile that covers M, else the largest."""
+    fitting = [c for c in configs if c.path == "sm90" and N % c.tile_n == 0]
+    if not fitting:
+        return None
+    by_shape = {(c.tile_m, c.tile_n, c.schedule, c.scheduler): c
+                for c in fitting if (c.cluster_m, c.cluster_n) == (1, 1)}
+    choices = next(choices for bound, choices in _SM90_CHOICES if M <= bound)
+    for tile_m, tile_n, schedule, scheduler in choices:
+        config = by_shape.get((tile_m, tile_n, schedule, scheduler))
+        if config is None:
+            continue
+        if scheduler == "streamk":
+            return config
+        tiles = math.ceil(M / tile_m) * (N // tile_n)
+        if tiles < _SM90_MIN_WAVE * sm_count:
+            continue
+        waves = math.ceil(tiles / sm_count)
+        twin = by_shape.get((tile_m, tile_n, schedule, "streamk"))
+        if twin is not None and tiles / (waves * sm_count) < _SM90_MIN_WAVE_EFFICIENCY:
+            return twin
+        return config
+    covering = [c for c in fitting if c.tile_m >= M]
+    return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
+        fitting, key=lambda c: (c.tile_m, c.tile_n))
+
+
+def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int,
+                     layout: str = "sm80") -> GemmConfig:
+    """A sane default for a weight in ``layout`` (``configs``: the compiled configs that read it): the decode
+    path for a few rows of x; else on the sm90 layout the sm90 GEMM's tile by M bucket, on the sm80 layout a
+    tile by M bucket, then split-K until the grid keeps the GPU busy."""
     if not configs:
         raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
-    decode = _gemv_config(configs, M, N, K, sm_count)
+    decode = _gemv_config(configs, M, N, K, sm_count, layout)
     if decode is not None:
         return decode
+    if layout == "sm90":
+        config = sm90_config(configs, M, N, sm_count)
+        if config is None:
+            raise RuntimeError(f"mixgemm: no compiled sm90 config tiles N = {N}")
+        return config
     config = _pick_tile(configs, M)
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k
@@ -155,9 +222,14 @@ def _dtype_name(dtype) -> str:
     return names[dtype]
 
 
-def cache_key(gpu_name: str, M: int, N: int, K: int, G: int, dtype) -> str:
-    """The cache key of one tuned problem, e.g. ``"NVIDIA H100 80GB HBM3|M16|N4096|K4096|G128|fp16"``."""
-    return f"{gpu_name}|M{m_bucket(M)}|N{int(N)}|K{int(K)}|G{int(G)}|{_dtype_name(dtype)}"
+def cache_key(gpu_name: str, M: int, N: int, K: int, G: int, dtype, layout: str = "sm80") -> str:
+    """The cache key of one tuned problem, e.g. ``"NVIDIA H100 80GB HBM3|M16|N4096|K4096|G128|fp16"``; a
+    weight layout other than sm80 is appended (``"...|fp16|sm90"``), so keys written before layouts existed
+    still name the sm80 ones."""
+    if layout not in ("sm80", "sm90"):
+        raise ValueError(f"tuning: layout must be 'sm80' or 'sm90', got {layout!r}")
+    key = f"{gpu_name}|M{m_bucket(M)}|N{int(N)}|K{int(K)}|G{int(G)}|{_dtype_name(dtype)}"
+    return key if layout == "sm80" else f"{key}|{layout}"
 
 
 def load_cache(path=None) -> dict:
@@ -197,7 +269,7 @@ def _config_from_json(fields) -> GemmConfig | None:
 
 
 def save_choice(gpu_name: str, M: int, N: int, K: int, G: int, dtype, config: GemmConfig,
-                time_us: float | None = None, path=None) -> pathlib.Path:
+                time_us: float | None = None, path=None, layout: str = "sm80") -> pathlib.Path:
     """Records ``config`` as the winner for its key, merged into the file's current contents.
 
     The file is re-read just before writing (another tuner may have saved meanwhile) and replaced
@@ -207,7 +279,7 @@ def save_choice(gpu_name: str, M: int, N: int, K: int, G: int, dtype, config: Ge
     if not isinstance(config, GemmConfig):
         raise ValueError(f"tuning: config must be a GemmConfig, got {type(config).__name__}")
     path = pathlib.Path(path) if path is not None else cache_path()
-    key = cache_key(gpu_name, M, N, K, G, dtype)
+    key = cache_key(gpu_name, M, N, K, G, dtype, layout)
     entries = load_cache(path)
     entries[key] = {
         "config": _config_to_json(config),
@@ -248,10 +320,11 @@ def _entries_memoized(path: pathlib.Path) -> dict:
     return entries
 
 
-def lookup(gpu_name: str, M: int, N: int, K: int, G: int, dtype, path=None) -> GemmConfig | None:
-    """The tuned config for this problem's bucket, or None (no file, no entry, or an unreadable one)."""
+def lookup(gpu_name: str, M: int, N: int, K: int, G: int, dtype, path=None, layout: str = "sm80") -> GemmConfig | None:
+    """The tuned config for this problem's bucket and weight layout, or None (no file, no entry, or an
+    unreadable one)."""
     path = pathlib.Path(path) if path is not None else cache_path()
-    entry = _entries_memoized(path).get(cache_key(gpu_name, M, N, K, G, dtype))
+    entry = _entries_memoized(path).get(cache_key(gpu_name, M, N, K, G, dtype, layout))
     if not isinstance(entry, dict):
         return None
     fields = entry.get("config")

@@ -26,7 +26,7 @@ DESIGN_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192
 DESIGN_MS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 QUICK_SHAPES = ((4096, 4096), (8192, 28672))
 QUICK_MS = (1, 16, 128, 4096)
-PEER_NAMES = ("mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4")
+PEER_NAMES = ("mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4")
 SPLIT_KS = (1, 2, 4, 8, 16)
 SPLIT_K_MODES = ("serial", "parallel")
 COPY_YARDSTICK_BYTES = 1 << 30
@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--shape", type=parse_shape, required=True, help="KxN")
         p.add_argument("--m", type=parse_ms, default=list(DESIGN_MS), help="M values (DESIGN.md s.7's list)")
         p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+        p.add_argument("--layout", choices=("auto", "sm80", "sm90", "all"), default="auto" if name == "tune" else "all",
+                       help="weight layouts whose paths compete: the GPU's own ('auto'), one, or every layout "
+                            f"this GPU runs ('all'); default {'auto' if name == 'tune' else 'all'}")
     tune = sub.choices["tune"]
     tune.add_argument("--cache", type=pathlib.Path, default=None,
                       help="tuning cache file ($MIXGEMM_CACHE, else $XDG_CACHE_HOME/mixgemm/tuned.json)")
@@ -389,7 +392,10 @@ def run_dequant(args, argv=None) -> list[dict]:
 
 def split_settings(K: int, config=None) -> list[tuple[int, str]]:
     """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
-    ``config``'s path has (the decode path reduces in-kernel only: serial)."""
+    ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K through
+    its stream-K scheduler, never through split_k)."""
+    if config is not None and config.path == "sm90":
+        return [(1, "none")]
     modes = ("serial",) if config is not None and config.path == "gemv" else SPLIT_K_MODES
     settings = [(1, "none")]
     for split_k in SPLIT_KS:
@@ -424,8 +430,22 @@ class _Progress:
             self.bar.close()
 
 
+def sweep_layouts(choice: str, K: int, N: int, G: int, dtype) -> list[str]:
+    """The weight layouts a sweep covers: ``choice`` from --layout, on this GPU ("all": sm80 and, where the
+    sm90 kernels fit, sm90; "auto": the one prepack picks)."""
+    from . import peers
+
+    own = peers.auto_layout(K, N, G, dtype)
+    if choice == "auto":
+        return [own]
+    if choice == "all":
+        return ["sm80", "sm90"] if own == "sm90" else ["sm80"]
+    return [choice]
+
+
 def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
-    """Times every compiled config x split setting for each M; writes <label>.json/csv and PNGs."""
+    """Times every compiled config x split setting of each weight layout's paths for each M; writes
+    <label>.json/csv and PNGs."""
     from .. import compiled_configs
     from . import peers
     from .timing import copies_for
@@ -435,31 +455,37 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     G = args.group_size
     ceilings = metrics.Ceilings(args.read_bw, args.peak_tflops)
     copies = copies_for(metrics.Problem(0, N, K, G).weight_bytes)
-    # Every path's configs compete alike; a decode (gemv) config only where M fits its rows.
-    variants = [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None)
-                for k, mode in split_settings(K, c)]
-    fitting = {M: [v for v in variants if v.path != "gemv" or M <= v.tile_m] for M in args.m}
+    layouts = sweep_layouts(getattr(args, "layout", "auto"), K, N, G, dtype)
+    # Every path's configs compete alike, each on the layout it reads; a decode (gemv) config only where M
+    # fits its rows, an sm90 config only where its weight tile divides N.
+    variants = {layout: [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None) if layout in c.layouts
+                         and (c.path != "sm90" or N % c.tile_n == 0) for k, mode in split_settings(K, c)]
+                for layout in layouts}
+    fitting = {(layout, M): [v for v in variants[layout] if v.path != "gemv" or M <= v.tile_m]
+               for layout in layouts for M in args.m}
     progress = _Progress(sum(len(v) + 1 for v in fitting.values()), f"{label} {K}x{N}")
     records = []
     for M in args.m:
         problem = metrics.Problem(M, N, K, G, ceilings)
-        # What config="auto" does today (tuned cache or heuristic): the line the sweep should beat.
-        cases = [("mixgemm:auto", "auto")] + [("mixgemm", v) for v in fitting[M]]
-        for peer_label, config in cases:
-            record = _base_record(problem, peer_label, args.dtype)
-            closures, reason = peers.build("mixgemm", M, N, K, G, dtype, copies, config=config)
-            if config != "auto":
-                record.update(config=config.name, tile=config.with_split_k(1).name, stages=config.stages,
-                              split_k=config.split_k, split_k_mode=config.split_k_mode, path=config.path)
-            elif closures is not None:
-                record["config"] = closures.config
-            if closures is None:
-                record.update(status="unavailable", reason=reason)
-            else:
-                _time_case(problem, record, closures, args)
-            del closures
-            records.append(record)
-            progress.step(f"M={M} {record['config'] or ''}")
+        for layout in layouts:
+            # What config="auto" does today (tuned cache or heuristic): the line the sweep should beat.
+            cases = [("mixgemm:auto", "auto")] + [("mixgemm", v) for v in fitting[(layout, M)]]
+            for peer_label, config in cases:
+                record = _base_record(problem, peer_label, args.dtype)
+                record["layout"] = layout
+                closures, reason = peers.build("mixgemm", M, N, K, G, dtype, copies, config=config, layout=layout)
+                if config != "auto":
+                    record.update(config=config.name, tile=config.with_split_k(1).name, stages=config.stages,
+                                  split_k=config.split_k, split_k_mode=config.split_k_mode, path=config.path)
+                elif closures is not None:
+                    record["config"] = closures.config
+                if closures is None:
+                    record.update(status="unavailable", reason=reason)
+                else:
+                    _time_case(problem, record, closures, args)
+                del closures
+                records.append(record)
+                progress.step(f"M={M} {record['config'] or ''}")
     progress.close()
     peers.clear_caches()
 
@@ -478,7 +504,7 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
 
 
 def _top(records: list[dict], per_m: int = 5) -> list[dict]:
-    """Each M's auto row and its ``per_m`` fastest configs, fastest first."""
+    """Each M's auto rows (one per layout) and its ``per_m`` fastest configs over every layout, fastest first."""
     shown = []
     for M in sorted({r["M"] for r in records}):
         rows = [r for r in records if r["M"] == M and r["status"] == "ok"]
@@ -505,30 +531,34 @@ def run_tune(args, argv=None) -> list[dict]:
     K, N = args.shape
     gpu = torch.cuda.get_device_name()
     path = args.cache if args.cache is not None else tuning.cache_path()
-    # One winner per M bucket; where several swept M share a bucket, the largest (the one nearest the
+    # One winner per weight layout and M bucket (a weight runs only the paths of its layout, so each layout
+    # keeps its own choices); where several swept M share a bucket, the largest (the one nearest the
     # bucket's upper end, which the bucket stands for) decides. What "auto" ran competes too: the
     # heuristic's split-K need not be one of the swept powers of two, and it may be the fastest.
-    winners: dict[str, dict] = {}
-    for M in sorted(args.m):
-        timed = [r for r in records if r["M"] == M and r["peer"] in ("mixgemm", "mixgemm:auto")
-                 and r["status"] == "ok" and r["config"]]
-        if timed:
-            winners[tuning.m_bucket(M)] = min(timed, key=lambda r: r["time_us"])
+    winners: dict[tuple[str, str], dict] = {}
+    for layout in dict.fromkeys(r["layout"] for r in records):
+        for M in sorted(args.m):
+            timed = [r for r in records if r["M"] == M and r["layout"] == layout
+                     and r["peer"] in ("mixgemm", "mixgemm:auto") and r["status"] == "ok" and r["config"]]
+            if timed:
+                winners[(layout, tuning.m_bucket(M))] = min(timed, key=lambda r: r["time_us"])
     rows = []
-    for bucket, best in winners.items():
+    for (layout, bucket), best in winners.items():
         config = parse_config(best["config"])
-        tuning.save_choice(gpu, best["M"], N, K, args.group_size, args.dtype, config, best["time_us"], path=path)
-        auto = next((r for r in records if r["M"] == best["M"] and r["peer"] == "mixgemm:auto"), None)
+        tuning.save_choice(gpu, best["M"], N, K, args.group_size, args.dtype, config, best["time_us"], path=path,
+                           layout=layout)
+        auto = next((r for r in records if r["M"] == best["M"] and r["layout"] == layout
+                     and r["peer"] == "mixgemm:auto"), None)
         gain = auto["time_us"] / best["time_us"] if auto and auto["status"] == "ok" else None
-        rows.append([bucket, str(best["M"]), best["config"], f"{best['time_us']:.2f}",
+        rows.append([layout, bucket, str(best["M"]), best["config"], f"{best['time_us']:.2f}",
                      "-" if auto is None or auto["status"] != "ok" else f"{auto['time_us']:.2f} ({auto['config']})",
                      "-" if gain is None else f"{gain:.2f}x"])
     if not rows:
         print("no config ran successfully; nothing cached")
         return records
     print(f"cached {len(rows)} choice(s) for '{gpu}' in {path}\n")
-    print(report.format_grid(["M bucket", "M", "tuned config", "us", "auto before (config)", "gain"], rows,
-                             [True, True, False, True, True, True]))
+    print(report.format_grid(["layout", "M bucket", "M", "tuned config", "us", "auto before (config)", "gain"], rows,
+                             [False, True, True, False, True, True, True]))
     return records
 
 

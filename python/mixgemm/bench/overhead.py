@@ -21,7 +21,8 @@ REFERENCE = "torch.matmul"
 
 def build_cases(K: int, N: int, M: int, G: int, dtype: torch.dtype, device: str = "cuda"
                 ) -> list[tuple[str, Callable[[], object]]]:
-    """(label, zero-argument call) for each entry point, all on one random AWQ weight and one ``x``."""
+    """(label, zero-argument call) for each entry point, all on one random AWQ weight (prepacked in the GPU's
+    own layout) and one ``x``."""
     from .. import baseline, formats, gemm, library, prepack
     from ..nn import QuantLinear
     from ..ops import awq_dequantize
@@ -36,7 +37,8 @@ def build_cases(K: int, N: int, M: int, G: int, dtype: torch.dtype, device: str 
         ("mixgemm.gemm", functools.partial(gemm, x, packed)),
         ("mixgemm.library.gemm", functools.partial(library.gemm, x, packed)),
         ("torch.ops.mixgemm.gemm (custom op)", functools.partial(
-            torch.ops.mixgemm.gemm, x, packed.packed, packed.scales, packed.offsets, None, G, N, K, "auto")),
+            torch.ops.mixgemm.gemm, x, packed.packed, packed.scales, packed.offsets, None, G, N, K, "auto",
+            packed.layout, packed.scale_only)),
         ("QuantLinear", functools.partial(layer, x)),
     ]
     if dtype == torch.float16:  # the vLLM-style kernel is fp16 only

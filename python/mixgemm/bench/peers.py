@@ -69,9 +69,18 @@ def _awq_copies(K: int, N: int, G: int, dtype: torch.dtype, copies: int) -> tupl
     return (base,) + tuple({name: t.clone() for name, t in base.items()} for _ in range(copies - 1))
 
 
-@functools.lru_cache(maxsize=1)
-def _packed_copies(K: int, N: int, G: int, dtype: torch.dtype, copies: int) -> tuple:
-    return tuple(prepack(w["qweight"], w["scales"], w["qzeros"], G) for w in _awq_copies(K, N, G, dtype, copies))
+# Two entries: a run may alternate between the auto layout and the sm80 one (the mixgemm_sm80 peer).
+@functools.lru_cache(maxsize=2)
+def _packed_copies(K: int, N: int, G: int, dtype: torch.dtype, copies: int, layout: str = "auto") -> tuple:
+    return tuple(prepack(w["qweight"], w["scales"], w["qzeros"], G, layout=layout)
+                 for w in _awq_copies(K, N, G, dtype, copies))
+
+
+def auto_layout(K: int, N: int, G: int, dtype: torch.dtype) -> str:
+    """The layout ``prepack(..., layout="auto")`` gives this shape on this GPU."""
+    from .. import sm90
+
+    return "sm90" if sm90.fits(torch.device(DEVICE), dtype, 4, K, N, G) else "sm80"
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,13 +107,22 @@ def _activations(M: int, K: int, dtype: torch.dtype) -> torch.Tensor:
 # The peers
 
 
-def mixgemm_peer(M, N, K, G, dtype, copies, config="auto") -> Closures:
-    """Ours: ``mixgemm.gemm`` on prepacked copies, with ``config`` ("auto" or a GemmConfig)."""
+def mixgemm_peer(M, N, K, G, dtype, copies, config="auto", layout="auto") -> Closures:
+    """Ours: ``mixgemm.gemm`` on copies prepacked in ``layout`` ("auto": the GPU's own), with ``config``
+    ("auto" or a GemmConfig)."""
     x = _activations(M, K, dtype)
-    packed_copies = _packed_copies(K, N, G, dtype, copies)
+    packed_copies = _packed_copies(K, N, G, dtype, copies, layout)
     closures = Closures(functools.partial(gemm, x, packed, config=config) for packed in packed_copies)
     closures.config = resolve_config(M, packed_copies[0], config).name
     return closures
+
+
+def mixgemm_sm80_peer(M, N, K, G, dtype, copies) -> Closures:
+    """Ours on the sm80 layout (its sm80 and decode paths), where the GPU's own layout is another (Hopper):
+    the line ``config="auto"`` on the GPU's own layout must never fall behind."""
+    if auto_layout(K, N, G, dtype) == "sm80":
+        raise PeerUnavailable("prepack's auto layout is sm80 on this GPU: the same as mixgemm")
+    return mixgemm_peer(M, N, K, G, dtype, copies, layout="sm80")
 
 
 def vllm_style_peer(M, N, K, G, dtype, copies) -> Closures:
@@ -213,6 +231,7 @@ def torch_int4_peer(M, N, K, G, dtype, copies) -> Closures:
 
 PEERS: dict[str, PeerFactory] = {
     "mixgemm": mixgemm_peer,
+    "mixgemm_sm80": mixgemm_sm80_peer,
     "vllm_style": vllm_style_peer,
     "vllm_dequant_matmul": vllm_dequant_matmul_peer,
     "cublas_fp16": cublas_fp16_peer,

@@ -62,14 +62,15 @@ _COLUMNS = {
     "M": ("M", lambda r: str(r["M"]), True),
     "peer": ("peer", lambda r: str(r.get("peer", "")), False),
     "config": ("config", lambda r: str(r.get("config") or ""), False),
+    "layout": ("layout", lambda r: str(r.get("layout") or ""), False),
     "us": ("us", lambda r: _fmt_us(r.get("time_us")), True),
     "tflops": ("TFLOP/s", lambda r: _fmt(r.get("tflops"), ".1f"), True),
     "gbps": ("GB/s", lambda r: _fmt(r.get("gbps"), ".0f"), True),
     "pct_floor": ("% floor", lambda r: _fmt(r.get("pct_floor"), ".1f"), True),
     "speedup": ("mixgemm speedup", lambda r: _fmt(r.get("speedup"), ".2f", "x"), True),
 }
-BENCH_COLUMNS = ("shape", "M", "peer", "us", "tflops", "gbps", "pct_floor", "speedup")
-SWEEP_COLUMNS = ("shape", "M", "peer", "config", "us", "tflops", "gbps", "pct_floor")
+BENCH_COLUMNS = ("shape", "M", "peer", "config", "us", "tflops", "gbps", "pct_floor", "speedup")
+SWEEP_COLUMNS = ("shape", "M", "peer", "layout", "config", "us", "tflops", "gbps", "pct_floor")
 
 
 def format_grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool],

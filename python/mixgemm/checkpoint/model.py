@@ -30,9 +30,12 @@ class LoadReport:
 
 
 def build_quant_linear(name: str, args: PrepackArgs, scheme: QuantScheme,
-                       config: library.ConfigArg = "auto") -> QuantLinear:
-    """prepack (on the tensors' device, a GPU) + QuantLinear, with errors naming layer ``name``."""
+                       config: library.ConfigArg = "auto", layout: str = "auto") -> QuantLinear:
+    """prepack (on the tensors' device, a GPU; ``layout`` as prepack takes it) + QuantLinear, with errors
+    naming layer ``name``."""
     extra = {} if args.g_idx is None else {"g_idx": args.g_idx}
+    if layout != "auto":
+        extra["layout"] = layout
     try:
         with warnings.catch_warnings():
             if scheme.method == "gptq" and scheme.symmetric:
@@ -46,10 +49,12 @@ def build_quant_linear(name: str, args: PrepackArgs, scheme: QuantScheme,
 
 
 def load_layer(folder: str | os.PathLike, name: str, *, device: str | torch.device = "cuda",
-               dtype: torch.dtype = torch.float16, config: library.ConfigArg = "auto") -> QuantLinear:
+               dtype: torch.dtype = torch.float16, config: library.ConfigArg = "auto",
+               layout: str = "auto") -> QuantLinear:
     """One quantized linear ``name`` (such as ``"model.layers.0.mlp.down_proj"``) of the checkpoint folder
     ``folder``, read the way the folder's quantization config says (GPTQ zeros v1 unless it says
-    ``checkpoint_format: "gptq_v2"``), on ``device`` with activations in ``dtype``."""
+    ``checkpoint_format: "gptq_v2"``), on ``device`` with activations in ``dtype``, prepacked in ``layout``
+    (:func:`mixgemm.prepack`'s argument: "auto" is the GPU's own)."""
     fn = "load_layer"
     quant_config = read_quant_config(folder)
     files = CheckpointFiles(folder)
@@ -59,7 +64,7 @@ def load_layer(folder: str | os.PathLike, name: str, *, device: str | torch.devi
     if not has_quantized_tensors(files, name, scheme.method):
         raise ValueError(f"{fn}: {files.folder} holds no quantized tensors for {name!r}")
     target = _checks.check_load_device(fn, device)
-    return build_quant_linear(name, read_layer(files, name, scheme, dtype).to(target), scheme, config)
+    return build_quant_linear(name, read_layer(files, name, scheme, dtype).to(target), scheme, config, layout)
 
 
 def replace_quantized_linears(
@@ -70,6 +75,7 @@ def replace_quantized_linears(
     dtype: Optional[torch.dtype] = None,
     config: library.ConfigArg = "auto",
     load_other_tensors: bool = True,
+    layout: str = "auto",
 ) -> LoadReport:
     """Replaces, in place, each ``nn.Linear`` of ``model`` that the checkpoint folder holds quantized (and
     its config does not keep dense through ``ignore`` / ``modules_to_not_convert``) by a QuantLinear under
@@ -79,7 +85,8 @@ def replace_quantized_linears(
     fp16 or bf16). With ``load_other_tensors`` every other state-dict entry found in the checkpoint
     (embeddings, norms, dense layers such as ``lm_head``) is copied into the model, so a model freshly built
     from its config becomes the checkpoint's; entries the checkpoint lacks are reported with a warning
-    (tied weights that were loaded through their twin excepted).
+    (tied weights that were loaded through their twin excepted). ``layout`` is :func:`mixgemm.prepack`'s
+    ("auto": each layer in its GPU's own layout).
     """
     fn = "replace_quantized_linears"
     if not isinstance(model, torch.nn.Module):
@@ -105,7 +112,7 @@ def replace_quantized_linears(
         if (module.bias is None) != (args.bias is None):
             raise ValueError(f"{fn}: {name} has {'a' if module.bias is not None else 'no'} bias in the model but "
                              f"{'one' if args.bias is not None else 'none'} in the checkpoint")
-        model.set_submodule(name, build_quant_linear(name, args.to(target), scheme, config))
+        model.set_submodule(name, build_quant_linear(name, args.to(target), scheme, config, layout))
         replaced.append(name)
     _warn_unused_quantized(files, quant_config, set(replaced))
     loaded, missing = _load_other_tensors(model, files, set(replaced)) if load_other_tensors else ([], [])
