@@ -31,7 +31,7 @@ def test_bench_defaults_are_design_protocol():
     args = cli.parse_args(["bench"])
     assert args.shapes == list(cli.DESIGN_SHAPES)
     assert args.m == [1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
-    assert args.peers == ["mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4"]
+    assert args.peers == ["mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4"]
     assert (args.group_size, args.dtype, args.config, args.reps) == (128, "fp16", "auto", 7)
     assert str(args.out) == "mixgemm-bench"
 
@@ -89,6 +89,44 @@ def test_dequant_sweep_tune_arguments(tmp_path):
     args = cli.parse_args(["tune", "--shape", "4096x4096", "--m", "1", "--cache", str(tmp_path / "t.json")])
     assert args.cache == tmp_path / "t.json"
     assert cli.parse_args(["tune", "--shape", "4096x4096"]).cache is None
+
+
+def test_layout_arguments(capsys):
+    assert cli.parse_args(["sweep", "--shape", "4096x4096"]).layout == "all"
+    assert cli.parse_args(["tune", "--shape", "4096x4096"]).layout == "auto"
+    for command in ("sweep", "tune"):
+        for layout in ("auto", "sm80", "sm90", "all"):
+            assert cli.parse_args([command, "--shape", "4096x4096", "--layout", layout]).layout == layout
+        err = _parse_error(capsys, [command, "--shape", "4096x4096", "--layout", "sm91"])
+        assert "argument --layout: invalid choice: 'sm91'" in err
+    assert "unrecognized arguments: --layout" in _parse_error(capsys, ["bench", "--layout", "sm80"])
+
+
+@pytest.mark.parametrize("own, choice, expected", [
+    ("sm80", "auto", ["sm80"]), ("sm80", "all", ["sm80"]), ("sm80", "sm80", ["sm80"]), ("sm80", "sm90", ["sm90"]),
+    ("sm90", "auto", ["sm90"]), ("sm90", "all", ["sm80", "sm90"]), ("sm90", "sm80", ["sm80"]),
+    ("sm90", "sm90", ["sm90"]),
+])
+def test_sweep_layouts(monkeypatch, own, choice, expected):
+    asked = []
+    monkeypatch.setattr(peers, "auto_layout", lambda K, N, G, dtype: asked.append((K, N, G, dtype)) or own)
+    assert cli.sweep_layouts(choice, 4096, 11008, 128, torch.float16) == expected
+    assert asked == [(4096, 11008, 128, torch.float16)]  # the GPU's own layout, for this shape
+
+
+def test_mixgemm_sm80_peer(monkeypatch):
+    built = []
+    monkeypatch.setattr(peers, "mixgemm_peer", lambda *args, **kwargs: built.append((args, kwargs)) or ["closure"])
+    monkeypatch.setattr(peers, "auto_layout", lambda K, N, G, dtype: "sm80")
+    with pytest.raises(peers.PeerUnavailable, match="prepack's auto layout is sm80 on this GPU: the same as mixgemm"):
+        peers.mixgemm_sm80_peer(1, 4096, 4096, 128, torch.float16, 3)
+    assert peers.build("mixgemm_sm80", 1, 4096, 4096, 128, torch.float16, 3) == (
+        None, "prepack's auto layout is sm80 on this GPU: the same as mixgemm")
+    monkeypatch.setattr(peers, "auto_layout", lambda K, N, G, dtype: "sm90")
+    assert peers.mixgemm_sm80_peer(16, 4096, 11008, 128, torch.float16, 3) == ["closure"]
+    assert built == [((16, 4096, 11008, 128, torch.float16, 3), {"layout": "sm80"})]  # (M, N, K, ...) as given
+    assert cli.PEER_NAMES.index("mixgemm_sm80") == cli.PEER_NAMES.index("mixgemm") + 1
+    assert set(peers.PEERS) == set(cli.PEER_NAMES)
 
 
 def test_config_names_round_trip():
@@ -161,8 +199,9 @@ def _fake_bench_records():
         problem = metrics.Problem(M, 4096, 4096, 128)
         for peer, t in times.items():
             rates = problem.rates(t)
+            config = "16x256x64_w16x64x64_s3_k16p" if peer == "mixgemm" else None
             records.append({"K": 4096, "N": 4096, "M": M, "G": 128, "dtype": "fp16", "peer": peer, "status": "ok",
-                            "time_us": t, "tflops": rates.tflops, "gbps": rates.gbps,
+                            "config": config, "time_us": t, "tflops": rates.tflops, "gbps": rates.gbps,
                             "pct_floor": rates.pct_of_floor, "floor_us": problem.floor_us, "samples_us": [t] * 7})
         records.append({"K": 4096, "N": 4096, "M": M, "G": 128, "dtype": "fp16", "peer": "torch_int4",
                         "status": "unavailable", "time_us": None, "reason": "no int4 here", "max_us": math.nan})
@@ -179,10 +218,12 @@ def test_table_and_speedups():
     assert by[(16, "torch_int4")]["speedup"] is None
     table = report.format_table(records)
     lines = table.splitlines()
-    assert lines[0].split() == ["K", "x", "N", "M", "peer", "us", "TFLOP/s", "GB/s", "%", "floor", "mixgemm",
-                                "speedup"]
+    assert lines[0].split() == ["K", "x", "N", "M", "peer", "config", "us", "TFLOP/s", "GB/s", "%", "floor",
+                                "mixgemm", "speedup"]
     assert set(lines[1]) <= {"-", " "}
     assert "" in lines  # a blank line between the M = 1 and M = 16 blocks
+    ours = next(line for line in lines if " mixgemm " in line and line.split()[1] == "1")
+    assert ours.split()[2:4] == ["mixgemm", "16x256x64_w16x64x64_s3_k16p"]  # the config column, after peer
     vllm = next(line for line in lines if " vllm_style " in line and line.split()[1] == "1")
     assert vllm.split()[0] == "4096x4096" and vllm.endswith("5.00x") and "20.00" in vllm
     unavailable = next(line for line in lines if "torch_int4" in line)
@@ -250,30 +291,45 @@ def test_heatmap_needs_sweep_records(tmp_path):
 
 
 class _FakeGPU:
-    """Stands in for peers.build and timing.time_fn: each case 'runs' in a time given by a formula."""
+    """Stands in for peers.build and timing.time_fn: each case 'runs' in a time given by a formula.
 
-    def __init__(self, unavailable=("torch_int4",)):
+    By default it is no Hopper: prepack's auto layout is sm80, so the mixgemm_sm80 peer (ours on the sm80
+    layout where the GPU's own layout is another) does not apply, as peers.mixgemm_sm80_peer says."""
+
+    def __init__(self, unavailable=("torch_int4",), layout="sm80"):
         self.unavailable = set(unavailable)
+        self.layout = layout  # what peers.auto_layout answers
         self.built = []
+
+    def auto_layout(self, K, N, G, dtype):
+        return self.layout
 
     def build(self, name, M, N, K, G, dtype, copies, **options):
         self.built.append((name, M, options.get("config")))
         if name in self.unavailable:
             return None, "fake: not on this machine"
+        if name == "mixgemm_sm80" and self.layout == "sm80":
+            return None, "fake: auto layout is sm80"
         closures = peers.Closures([lambda: None] * copies)
-        if name == "mixgemm":
+        if name in ("mixgemm", "mixgemm_sm80"):
+            layout = "sm80" if name == "mixgemm_sm80" else options.get("layout", "auto")
+            layout = self.layout if layout == "auto" else layout
+            self.layouts.append(layout)
             config = options.get("config", "auto")
-            config = self.AUTO if config == "auto" else config
+            config = self.AUTO[layout] if config == "auto" else config
+            assert layout in config.layouts, (layout, config)  # a weight runs only the paths of its layout
             closures.config = config.name
             closures.fake_us = self.mixgemm_us(M, config)
         else:
             closures.fake_us = {"vllm_style": 30.0}.get(name, 15.0) + 0.01 * M
         return closures, None
 
-    # What the fake "auto" picks, like the heuristic would: a 16-row tile, no split.
-    AUTO = GemmConfig(16, 128, 64, 16, 32, 64, 4)
+    layouts: list  # the layout of each mixgemm case built (set per instance in the fixture)
+    # What the fake "auto" picks per weight layout, like the heuristic would: a 16-row tile, no split.
+    AUTO = {"sm80": GemmConfig(16, 128, 64, 16, 32, 64, 4), "sm90": GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong",
+                                                                                     "persistent")}
     # The kernel set the fake GPU "compiled" (the minimal set of tools/generate_kernels.py).
-    CONFIGS = (AUTO, GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 128, 64, 64, 64, 64, 3))
+    CONFIGS = (AUTO["sm80"], GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 128, 64, 64, 64, 64, 3))
 
     @staticmethod
     def mixgemm_us(M, config):
@@ -292,14 +348,18 @@ class _FakeGPU:
 @pytest.fixture
 def fake_gpu(monkeypatch, tmp_path):
     fake = _FakeGPU()
+    fake.layouts = []
     monkeypatch.setattr(peers, "build", fake.build)
+    monkeypatch.setattr(peers, "auto_layout", fake.auto_layout)
     monkeypatch.setattr(timing, "time_fn", fake.time_fn)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "cache" / "tuned.json"))
     # A fixed kernel set, so the fake timings have the same winners whichever set this build compiled.
+    fake.configs = list(_FakeGPU.CONFIGS)
     monkeypatch.setattr(mixgemm, "compiled_configs",
-                        lambda dtype=torch.float16, bits=4, path="sm80": list(_FakeGPU.CONFIGS))
+                        lambda dtype=torch.float16, bits=4, path="sm80": [c for c in fake.configs
+                                                                          if path is None or c.path == path])
     return fake
 
 
@@ -309,17 +369,21 @@ def test_bench_flow(fake_gpu, tmp_path, capsys):
     data = json.loads((out / "bench.json").read_text())
     assert data["meta"]["gpu"] == "Fake GPU" and data["meta"]["protocol"]["reps"] == 7
     results = data["results"]
-    assert len(results) == 2 * 5
+    assert len(results) == 2 * 6
+    assert [r["peer"] for r in results[:6]] == list(cli.PEER_NAMES)
     ok = {(r["M"], r["peer"]): r for r in results if r["status"] == "ok"}
     assert set(p for _, p in ok) == {"mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16"}
     assert ok[(1, "mixgemm")]["config"] == "16x128x64_w16x32x64_s4"
-    assert ok[(1, "mixgemm")]["time_us"] == _FakeGPU.mixgemm_us(1, _FakeGPU.AUTO) == 16.0
+    assert ok[(1, "mixgemm")]["time_us"] == _FakeGPU.mixgemm_us(1, _FakeGPU.AUTO["sm80"]) == 16.0
     assert ok[(1, "vllm_style")]["speedup"] == pytest.approx(30.01 / 16.0)
     assert ok[(16, "cublas_fp16")]["pct_floor"] == pytest.approx(
         100 * metrics.Problem(16, 1024, 1024, 128).floor_us / 15.16)
     skipped = [r for r in results if r["peer"] == "torch_int4"]
     assert all(r["status"] == "unavailable" and r["reason"] == "fake: not on this machine" for r in skipped)
-    assert len(list(csv.DictReader((out / "bench.csv").open()))) == 10
+    sm80 = [r for r in results if r["peer"] == "mixgemm_sm80"]
+    assert len(sm80) == 2 and all(r["status"] == "unavailable" and r["reason"] == "fake: auto layout is sm80"
+                                  for r in sm80)
+    assert len(list(csv.DictReader((out / "bench.csv").open()))) == 12
     printed = capsys.readouterr().out.rstrip().splitlines()
     assert printed[-1].split()[:3] == ["1024x1024", "16", "torch_int4"]  # the table is printed last
     assert any("torch_int4: fake: not on this machine" in line for line in printed)
@@ -363,6 +427,73 @@ def test_tune_flow_fills_the_cache_that_auto_reads(fake_gpu, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "cached 3 choice(s) for 'Fake GPU'" in printed
     assert printed.rstrip().splitlines()[-3].split()[-1] == "1.88x"  # M = 1: auto 16 us vs tuned 8.5 us
+
+
+# On a fake Hopper: the sm90 layout is the GPU's own, with its own kernels (one sm90 tile divides N = 1088,
+# the other does not) and the decode kernels, which read both layouts.
+SM90_FITS = GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong", "persistent")
+SM90_TOO_WIDE = GemmConfig.sm90(64, 128, 64, 1, 1, "coop", "streamk")
+DECODE = GemmConfig.gemv(8, 4)
+
+
+@pytest.fixture
+def fake_hopper(fake_gpu):
+    fake_gpu.layout = "sm90"
+    fake_gpu.configs += [DECODE, SM90_FITS, SM90_TOO_WIDE]
+    return fake_gpu
+
+
+def test_sweep_covers_each_layout_with_its_own_paths(fake_hopper, tmp_path):
+    out = tmp_path / "sweep"
+    # K = 64: a single k-tile, so nothing splits (test_sweep_of_the_sm90_layout_with_a_deep_k: larger K).
+    assert cli.main(["sweep", "--shape", "64x1088", "--group-size", "64", "--m", "1,64", "--no-plots",
+                     "--out", str(out)]) == 0
+    results = json.loads((out / "sweep.json").read_text())["results"]
+    assert [r["layout"] for r in results] == ["sm80"] * 5 + ["sm90"] * 3 + ["sm80"] * 4 + ["sm90"] * 2
+    by = {(M, layout): sorted(r["config"] for r in results if r["M"] == M and r["layout"] == layout
+                              and r["peer"] == "mixgemm") for M in (1, 64) for layout in ("sm80", "sm90")}
+    sm80_tiles = sorted(c.name for c in _FakeGPU.CONFIGS)
+    assert by[(1, "sm80")] == sorted(sm80_tiles + [DECODE.name])  # decode only where M fits its 8 rows
+    assert by[(64, "sm80")] == sm80_tiles
+    assert by[(1, "sm90")] == sorted([DECODE.name, SM90_FITS.name])  # SM90_TOO_WIDE's 128 columns miss N
+    assert by[(64, "sm90")] == [SM90_FITS.name]
+    autos = [r for r in results if r["peer"] == "mixgemm:auto"]
+    assert [(r["M"], r["layout"], r["config"]) for r in autos] == [
+        (1, "sm80", _FakeGPU.AUTO["sm80"].name), (1, "sm90", _FakeGPU.AUTO["sm90"].name),
+        (64, "sm80", _FakeGPU.AUTO["sm80"].name), (64, "sm90", _FakeGPU.AUTO["sm90"].name)]
+    assert fake_hopper.layouts == [r["layout"] for r in results]  # each case built on its layout's weight
+    assert {r["path"] for r in results if r["peer"] == "mixgemm" and r["layout"] == "sm90"} == {"gemv", "sm90"}
+    # Only the GPU's own layout when asked.
+    assert cli.main(["sweep", "--shape", "64x1088", "--group-size", "64", "--m", "64", "--no-plots",
+                     "--layout", "auto", "--out", str(out)]) == 0
+    assert {r["layout"] for r in json.loads((out / "sweep.json").read_text())["results"]} == {"sm90"}
+
+
+def test_tune_keeps_a_winner_per_layout(fake_hopper, tmp_path, capsys):
+    cache = tmp_path / "cache.json"
+    assert cli.main(["tune", "--shape", "64x1088", "--group-size", "64", "--m", "1,64", "--layout", "all",
+                     "--no-plots", "--cache", str(cache), "--out", str(tmp_path / "t")]) == 0
+    entries = tuning.load_cache(cache)
+    assert len(entries) == 4 and sum(key.endswith("|sm90") for key in entries) == 2
+    look = lambda M, layout: tuning.lookup("Fake GPU", M, 1088, 64, 64, "fp16", path=cache, layout=layout)  # noqa: E731
+    # M = 1: the decode kernel (15.5 us) beats the 16-row tile (16 us) on both layouts.
+    assert look(1, "sm80") == look(1, "sm90") == DECODE
+    # M = 64: each layout's own winner; neither is the other's.
+    assert look(64, "sm80") == GemmConfig(64, 128, 64, 32, 64, 64, 4)
+    assert look(64, "sm90") == SM90_FITS
+    printed = capsys.readouterr().out.rstrip().splitlines()
+    assert "cached 4 choice(s) for 'Fake GPU'" in "\n".join(printed)
+    header = next(line for line in printed if "tuned config" in line)
+    assert header.split()[:3] == ["layout", "M", "bucket"]
+    rows = [line.split() for line in printed[printed.index(header) + 2:]]
+    assert [(r[0], r[1], r[3]) for r in rows] == [("sm80", "1", DECODE.name), ("sm80", "64", look(64, "sm80").name),
+                                                   ("sm90", "1", DECODE.name), ("sm90", "64", SM90_FITS.name)]
+
+
+def test_sweep_of_the_sm90_layout_with_a_deep_k(fake_hopper, tmp_path):
+    assert cli.main(["sweep", "--shape", "1024x1088", "--m", "64", "--layout", "sm90", "--no-plots",
+                     "--out", str(tmp_path)]) == 0
+    assert cli.split_settings(1024, SM90_FITS) == [(1, "none")]  # stream-K splits K, never split_k
 
 
 def test_dequant_flow(monkeypatch, tmp_path, capsys):

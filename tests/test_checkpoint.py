@@ -10,9 +10,9 @@ import warnings
 import pytest
 import torch
 
-from mixgemm import formats, ops, packing
-from mixgemm.checkpoint import (CheckpointFiles, QuantScheme, parse_quant_config, read_layer, read_quant_config,
-                                replace_quantized_linears, save_sharded)
+from mixgemm import formats, ops, packing, sm90_layout
+from mixgemm.checkpoint import (CheckpointFiles, QuantScheme, load_layer, parse_quant_config, read_layer,
+                                read_quant_config, replace_quantized_linears, save_sharded)
 from mixgemm.checkpoint import compressed_tensors as ct
 from mixgemm.checkpoint.writer import layer_tensors, quantization_config, write_checkpoint
 from mixgemm.nn import QuantLinear
@@ -270,7 +270,8 @@ def cpu_prepack(qweight, scales, qzeros=None, group_size=None, *, format="awq", 
     if format == "awq":
         q, z = formats.unpack_awq(qweight), None if qzeros is None else formats.unpack_awq(qzeros)
     elif bits == 4:
-        q, z = formats.unpack_gptq_qweight(qweight), None if qzeros is None else formats.unpack_gptq_zeros(qzeros, v1=v1)
+        q = formats.unpack_gptq_qweight(qweight)
+        z = None if qzeros is None else formats.unpack_gptq_zeros(qzeros, v1=v1)
     else:
         q = formats.unpack_gptq_qweight_int8(qweight)
         z = None if qzeros is None else formats.unpack_gptq_zeros_int8(qzeros, v1=v1)
@@ -370,3 +371,84 @@ def test_replace_quantized_linears_errors(cpu_kernels, tmp_path):
     with pytest.raises(ValueError, match=r"model.layers.1.down_proj is a Linear\(256 -> 128\) in the model but "
                                          r"\(192 -> 128\) in the checkpoint"):
         replace_quantized_linears(wrong, tmp_path, device="cpu")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole-model swap in the sm90 layout: prepack(layout="sm90") is pure PyTorch and runs here as it is; the
+# GEMM is the sm90 weight's math (signed code x scale + offset) on the CPU.
+
+
+def cpu_sm90_gemm(x, packed, bias=None, config="auto"):
+    assert packed.layout == "sm90"
+    G = packed.group_size
+    signed = sm90_layout.unpack_sm90(packed.packed, packed.bits).float() - (8 if packed.bits == 4 else 128)
+    w = signed * packed.scales.float().repeat_interleave(G, 0) + packed.offsets.float().repeat_interleave(G, 0)
+    if packed.perm is not None:
+        x = x.index_select(-1, packed.perm)
+    y = x.float() @ w
+    return (y if bias is None else y + bias.float()).to(packed.act_dtype)
+
+
+@pytest.mark.parametrize("method,bits,G,symmetric", [
+    ("awq", 4, 64, False), ("gptq", 4, 64, True), ("gptq", 8, 64, False), ("compressed-tensors", 4, None, False),
+    ("compressed-tensors", 4, 64, True),
+])
+def test_replace_quantized_linears_in_the_sm90_layout(monkeypatch, tmp_path, method, bits, G, symmetric):
+    monkeypatch.setattr(ops, "gemm", cpu_sm90_gemm)
+    real_prepack = packing.prepack
+
+    def prepack_copies(*args, **kwargs):
+        # On a GPU the loader's .to(device) gives prepack fresh (aligned) tensors; on the CPU they are views
+        # into the safetensors file, at any offset, so copy them as that move would.
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        kwargs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        assert kwargs["layout"] == "sm90"
+        return real_prepack(*args, **kwargs)
+
+    monkeypatch.setattr(packing, "prepack", prepack_copies)
+    torch.manual_seed(8)
+    source = TinyModel().half()
+    logical = write_model(tmp_path, source, method, bits, G, symmetric)
+    fresh = TinyModel().half()
+    report = replace_quantized_linears(fresh, tmp_path, device="cpu", layout="sm90")
+    assert sorted(report.replaced) == sorted(logical)
+    x = torch.randn(3, 128).to(F16)
+    for name, (q, s, z) in logical.items():
+        layer = fresh.get_submodule(name)
+        # GPTQ files store symmetric zero points (all 8: zero offsets); compressed-tensors ones have none.
+        assert (layer.layout, layer.scale_only, layer.bits) == (
+            "sm90", symmetric and method == "compressed-tensors", bits), name
+        assert (torch.count_nonzero(layer.offsets) == 0) == symmetric, name
+        assert layer.packed.shape == (layer.in_features // 16, layer.out_features // 16, 32, bits // 4)
+        inp = x if layer.in_features == 128 else torch.randn(3, 192).to(F16)
+        bias = source.get_submodule(name).bias
+        ref = inp.double() @ formats.dequantize(q, s, z, G or layer.in_features, bits=bits)
+        ref = ref if bias is None else ref + bias.double()
+        err = (torch.linalg.vector_norm(layer(inp).double() - ref) / torch.linalg.vector_norm(ref)).item()
+        assert err < 3e-3, (name, err)
+    # One layer at a time, likewise.
+    layer = load_layer(tmp_path, "model.layers.1.down_proj", device="cpu", layout="sm90")
+    assert layer.layout == "sm90" and torch.equal(layer.packed, fresh.model.layers[1].down_proj.packed)
+
+
+def test_layout_reaches_prepack_only_when_chosen(monkeypatch, tmp_path):
+    torch.manual_seed(9)
+    write_model(tmp_path, TinyModel().half(), "gptq", 4, 64, False)
+    calls = []
+    real_prepack = packing.prepack
+
+    def recording_prepack(*args, **kwargs):
+        calls.append(kwargs.get("layout", "<prepack's default>"))
+        return cpu_prepack(*args, **{k: v for k, v in kwargs.items() if k != "layout"})
+
+    monkeypatch.setattr(packing, "prepack", recording_prepack)
+    load_layer(tmp_path, "model.layers.0.up_proj", device="cpu")
+    load_layer(tmp_path, "model.layers.0.up_proj", device="cpu", layout="sm80")
+    replace_quantized_linears(TinyModel().half(), tmp_path, device="cpu", layout="sm80", load_other_tensors=False)
+    replace_quantized_linears(TinyModel().half(), tmp_path, device="cpu", load_other_tensors=False)
+    assert calls == ["<prepack's default>", "sm80"] + ["sm80"] * 4 + ["<prepack's default>"] * 4
+    # A layout prepack refuses is reported as that layer's error.
+    monkeypatch.setattr(packing, "prepack", real_prepack)
+    with pytest.raises(ValueError, match=r"^model\.layers\.0\.up_proj: prepack: layout must be 'auto', 'sm80' or "
+                                         r"'sm90', got 'sm91'"):
+        load_layer(tmp_path, "model.layers.0.up_proj", device="cpu", layout="sm91")

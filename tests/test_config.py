@@ -17,8 +17,10 @@ import pytest
 import torch
 
 import mixgemm
-from mixgemm import tuning
-from mixgemm.config import SPLIT_K_MODES, GemmConfig
+import mixgemm._C as _C
+from mixgemm import config as config_module
+from mixgemm import config_names, tuning
+from mixgemm.config import LAYOUTS_OF_PATH, PATHS, SPLIT_K_MODES, GemmConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "tools" / "generate_kernels.py"
@@ -116,6 +118,118 @@ class TestGemmConfig:
     def test_hashable_and_comparable(self):
         assert len({BASE, GemmConfig(*BASE.tile), BASE.with_split_k(2)}) == 2
         assert GemmConfig(*BASE.tile) == BASE
+
+
+class TestSm90Config:
+    COOP = GemmConfig.sm90(256, 128, 64, 1, 1, "coop", "persistent")
+    PINGPONG = GemmConfig.sm90(128, 64, 64, 2, 1, "pingpong", "streamk")
+
+    def test_fields_of_a_cooperative_config(self):
+        c = self.COOP
+        assert (c.path, c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n) == ("sm90", 256, 128, 64, 1, 1)
+        assert (c.schedule, c.scheduler) == ("coop", "persistent")
+        # Warp fields: one consumer warpgroup's tile; two cooperative warpgroups split the weight columns.
+        assert (c.warp_m, c.warp_n, c.warp_k, c.stages) == (256, 64, 64, 0)
+        assert (c.split_k, c.split_k_mode) == (1, "none")
+
+    def test_fields_of_a_pingpong_config(self):
+        c = self.PINGPONG
+        # Ping-pong warpgroups each take a whole tile.
+        assert (c.warp_m, c.warp_n, c.warp_k, c.stages) == (128, 64, 64, 0)
+        assert (c.cluster_m, c.cluster_n, c.schedule, c.scheduler) == (2, 1, "pingpong", "streamk")
+
+    def test_tile_is_what_the_sm90_registry_names(self):
+        assert self.COOP.tile == (256, 128, 64, 1, 1, "coop", "persistent")
+        assert self.PINGPONG.tile == (128, 64, 64, 2, 1, "pingpong", "streamk")
+        assert GemmConfig.sm90(*self.COOP.tile) == self.COOP  # the extension's tuples build it back
+
+    @pytest.mark.parametrize("config, name", [
+        (COOP, "sm90_256x128x64_c1x1_coop_persistent"),
+        (PINGPONG, "sm90_128x64x64_c2x1_pingpong_streamk"),
+        (GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk"), "sm90_16x128x64_c1x1_coop_streamk"),
+    ])
+    def test_name_round_trip(self, config, name):
+        assert config.name == name
+        assert config_names.from_name(name) == config
+        assert config_names.to_name(config) == name == config_names.to_name(name)
+        assert config_names.from_name(f" {name} ") == config
+
+    @pytest.mark.parametrize("name, message", [
+        ("sm90_256x128x64_coop_persistent", "invalid config"),  # no cluster
+        ("sm90_256x128x64_c1x1_coop", "invalid config"),  # no scheduler
+        ("SM90_256x128x64_c1x1_coop_persistent", "invalid config"),
+        ("sm90_256x128x64_c1x1_coop_persistent_k2s", "invalid config"),  # the sm90 path never splits K
+        ("sm90_256x128x64_c1x1_cooperative_persistent", r"an sm90 config needs schedule in \('coop', 'pingpong'\)"),
+        ("sm90_256x128x64_c1x1_coop_streamK", "invalid config"),
+        ("sm90_256x128x64_c1x1_coop_dynamic", r"scheduler in \('persistent', 'streamk'\), got 'coop', 'dynamic'"),
+    ])
+    def test_bad_names(self, name, message):
+        with pytest.raises(ValueError, match=message):
+            config_names.from_name(name)
+
+    @pytest.mark.parametrize("schedule, scheduler", [("", "persistent"), ("coop", ""), ("warpspecialized", "streamk"),
+                                                     ("coop", "splitk")])
+    def test_schedule_and_scheduler_are_checked(self, schedule, scheduler):
+        with pytest.raises(ValueError, match=r"^GemmConfig: an sm90 config needs schedule in \('coop', 'pingpong'\) "
+                                             r"and scheduler in \('persistent', 'streamk'\)"):
+            GemmConfig.sm90(128, 128, 64, 1, 1, schedule, scheduler)
+
+    def test_the_sm90_path_never_splits_k(self):
+        with pytest.raises(ValueError, match=r"^GemmConfig: the sm90 path splits K with its stream-K scheduler: "
+                                             r"split_k must be 1"):
+            self.COOP.with_split_k(2)
+        with pytest.raises(ValueError, match=r"split_k must be 1"):
+            dataclasses.replace(self.COOP, split_k=4, split_k_mode="serial")
+        assert self.COOP.with_split_k(1) == self.COOP
+
+    @pytest.mark.parametrize("path", ["sm80", "gemv"])
+    @pytest.mark.parametrize("extra", [dict(schedule="coop"), dict(scheduler="persistent"), dict(cluster_m=2),
+                                       dict(cluster_n=2)])
+    def test_other_paths_take_no_sm90_fields(self, path, extra):
+        with pytest.raises(ValueError, match=rf"^GemmConfig: schedule, scheduler and clusters belong to the sm90 path, "
+                                             rf"not '{path}'"):
+            GemmConfig(*BASE.tile, path=path, **extra)
+
+    def test_unknown_path(self):
+        with pytest.raises(ValueError,
+                           match=r"^GemmConfig: path must be one of \('sm80', 'gemv', 'sm90'\), got 'sm100'"):
+            GemmConfig(*BASE.tile, path="sm100")
+
+    def test_paths_and_the_layouts_they_read(self):
+        assert PATHS == ("sm80", "gemv", "sm90")
+        assert LAYOUTS_OF_PATH == {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",)}
+        assert BASE.layouts == ("sm80",)
+        assert GemmConfig.gemv(8, 4).layouts == ("sm80", "sm90")  # the decode path reads both layouts
+        assert self.COOP.layouts == self.PINGPONG.layouts == ("sm90",)
+
+    def test_an_sm90_config_differs_from_every_other_path(self):
+        sm80_twin = GemmConfig(256, 128, 64, 256, 64, 64, 0)
+        assert sm80_twin != self.COOP and sm80_twin.name != self.COOP.name
+        assert len({self.COOP, sm80_twin, GemmConfig.sm90(256, 128, 64, 1, 1, "coop", "streamk")}) == 3
+
+    def test_compiled_sm90_configs_come_from_the_sm90_registry(self, monkeypatch):
+        # Each registry entry is (tile tuple, mode); a schedule compiled in two modes is one config.
+        entries = [((128, 128, 64, 1, 1, "coop", "persistent"), "offset"),
+                   ((128, 128, 64, 1, 1, "coop", "persistent"), "scale"),
+                   ((16, 128, 64, 1, 1, "coop", "streamk"), "offset")]
+        monkeypatch.setattr(_C, "gemm_sm90_configs", lambda bf16, bits: list(entries))
+        compiled = config_module._compiled.__wrapped__(False, 4)  # uncached: the real registry stays cached
+        sm90 = [c for c in compiled if c.path == "sm90"]
+        assert sm90 == [GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent"),
+                        GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk")]
+        assert config_module.sm90_modes.__wrapped__(False, 4) == {
+            (128, 128, 64, 1, 1, "coop", "persistent"): ("offset", "scale"),
+            (16, 128, 64, 1, 1, "coop", "streamk"): ("offset",)}
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    @pytest.mark.parametrize("bits", [4, 8])
+    def test_this_builds_sm90_configs_are_well_formed(self, dtype, bits):
+        # Empty in a build without sm_90a; otherwise every one names itself back and reads the sm90 layout.
+        for c in mixgemm.compiled_configs(dtype, bits, path="sm90"):
+            assert c.path == "sm90" and c.layouts == ("sm90",) and c.split_k == 1
+            assert config_names.from_name(c.name) == c
+        with pytest.raises(ValueError, match=r"^compiled_configs: path must be one of \('sm80', 'gemv', 'sm90'\)"):
+            mixgemm.compiled_configs(dtype, bits, path="sm91")
 
 
 # ===================================================================================================
@@ -251,7 +365,122 @@ def test_gemv_sets_are_well_formed():
 def test_gemv_registry_lists_every_instance(tmp_path):
     gen.generate_gemv(gen.GEMV_MINIMAL, tmp_path)
     rows = [line for line in (tmp_path / "gemv_registry.inc").read_text().splitlines() if "&launch_gemv<" in line]
-    assert len(rows) == len(gen.GEMV_MINIMAL) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_HALVES)
+    assert len(rows) == (len(gen.GEMV_MINIMAL) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_HALVES)
+                         * len(gen.GEMV_LAYOUTS))
+    assert len(rows) == 2 * 2 * 2 * 2 * 2
+
+
+GEMV_INSTANCE = re.compile(r"^template void launch_gemv<([^>]*)>\(const gemm::GemmArgs&, cudaStream_t\);$", re.M)
+GEMV_ROW = re.compile(r"\{\{(\d+), (\d+)\}, gemm::ActType::(kFloat16|kBFloat16), (4|8), (1|2), "
+                      r"gemm::WeightLayout::(kSm80|kSm90), &launch_gemv<([^>]*)>\},")
+
+
+@pytest.mark.parametrize("configs", [gen.GEMV_MINIMAL, gen.GEMV_FULL], ids=["minimal", "full"])
+def test_gemv_sources_one_per_config_and_layout(tmp_path, configs):
+    assert gen.GEMV_LAYOUTS == {"sm80": "kSm80", "sm90": "kSm90"}
+    sources = gen.generate_gemv(configs, tmp_path)
+    assert [p.name for p in sources] == [f"gemv_m{8 * m}_w{w}_{layout}.cu" for m, w in configs
+                                         for layout in ("sm80", "sm90")]
+    assert sorted(p.name for p in tmp_path.glob("*.cu")) == sorted(p.name for p in sources)
+    for path in sources:
+        m_tiles, warps = (int(v) for v in re.fullmatch(r"gemv_m(\d+)_w(\d+)_sm[89]0\.cu", path.name).groups())
+        layout = gen.GEMV_LAYOUTS[path.stem.rsplit("_", 1)[1]]
+        text = path.read_text()
+        assert '#include "mixgemm/gemv/launch_gemv.cuh"' in text
+        # Every instance of a file reads that file's layout: each dtype x width x scale-rows case once.
+        expected = sorted(f"{t}, {b}, {m_tiles // 8}, {warps}, {h}, gemm::WeightLayout::{layout}"
+                          for t in ("__half", "__nv_bfloat16") for b in (4, 8) for h in (1, 2))
+        assert sorted(GEMV_INSTANCE.findall(text)) == expected
+
+
+def test_gemv_registry_rows_carry_their_layout(tmp_path):
+    gen.generate_gemv(gen.GEMV_FULL, tmp_path)
+    rows = GEMV_ROW.findall((tmp_path / "gemv_registry.inc").read_text())
+    keys = [(int(m), int(w), act, bits, halves, layout) for m, w, act, bits, halves, layout, _ in rows]
+    assert len(keys) == len(set(keys)) == len(gen.GEMV_FULL) * 2 * 2 * 2 * 2
+    assert collections.Counter(k[-1] for k in keys) == {"kSm80": len(keys) // 2, "kSm90": len(keys) // 2}
+    for m, w, act, bits, halves, layout, launcher in rows:
+        # Each row's launcher is the instance of its own key, layout included.
+        assert launcher == f"{CUDA_TYPE[act]}, {bits}, {m}, {w}, {halves}, gemm::WeightLayout::{layout}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# sm90 kernel sets
+
+
+def test_sm90_kernels_is_the_product_of_its_lists():
+    kernels = gen.sm90_kernels([(128, 128, 1, 1, "coop", "persistent"), (16, 128, 1, 1, "coop", "streamk")],
+                               ("offset", "scale"), ("__half",), (4, 8))
+    assert len(kernels) == 2 * 2 * 1 * 2 == len(set(kernels))
+    assert kernels[0] == ((128, 128, 1, 1, "coop", "persistent"), "offset", "__half", 4)
+    assert len(gen.sm90_kernels(gen.SM90_MINIMAL, ("offset",))) == len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) == 4
+
+
+def test_sm90_full_set():
+    full = gen.sm90_set("full")
+    # Every FULL schedule in each built mode, for both activation types and both widths.
+    assert full == gen.sm90_kernels(gen.SM90_FULL, gen.SM90_BUILT_MODES)
+    assert gen.SM90_BUILT_MODES == ("offset",)  # symmetric weights run the offset kernel with zero offsets
+    assert len(gen.SM90_FULL) == len(set(gen.SM90_FULL)) == 8
+    assert len(full) == len(set(full)) == 8 * 1 * 2 * 2
+    assert {(act, bits) for _, _, act, bits in full} == {(a, b) for a in gen.ACT_TYPES for b in gen.WEIGHT_BITS}
+    # FULL holds what the dispatcher picks: every schedule of tuning's sm90 choices is compiled.
+    chosen = {(tm, tn, 1, 1, schedule, scheduler) for _, choices in tuning._SM90_CHOICES
+              for tm, tn, schedule, scheduler in choices}
+    assert chosen <= set(gen.SM90_FULL)
+
+
+def test_sm90_minimal_set():
+    assert gen.sm90_set("minimal") == [(gen.SM90_MINIMAL[0], "offset", act, bits) for act in gen.ACT_TYPES
+                                       for bits in gen.WEIGHT_BITS]
+    # CI's schedule is a sweep candidate; FULL is one too (the sweep compares what the dispatcher picks).
+    assert set(gen.SM90_MINIMAL) <= set(gen.SM90_CANDIDATES) and set(gen.SM90_FULL) <= set(gen.SM90_CANDIDATES)
+
+
+def test_sm90_sweep_set():
+    sweep = gen.sm90_set("sweep")
+    assert len(sweep) == len(set(sweep))
+    fp16_int4 = [(cfg, mode) for cfg, mode, act, bits in sweep if (act, bits) == ("__half", 4)]
+    # Every candidate with zero points...
+    assert [cfg for cfg, mode in fp16_int4 if mode == "offset"] == gen.SM90_CANDIDATES
+    assert len(gen.SM90_CANDIDATES) == 12 and (256, 128, 2, 1, "coop", "persistent") in gen.SM90_CANDIDATES
+    # ...the scale-only kernel of three cooperative persistent schedules...
+    assert [cfg for cfg, mode in fp16_int4 if mode == "scale"] == [
+        (64, 128, 1, 1, "coop", "persistent"), (128, 128, 1, 1, "coop", "persistent"),
+        (256, 128, 1, 1, "coop", "persistent")]
+    # ...and the minimal set for the other dtypes and widths (its fp16 x int4 kernel is a candidate already).
+    others = [k for k in sweep if (k[2], k[3]) != ("__half", 4)]
+    assert sorted(others) == sorted(k for k in gen.sm90_set("minimal") if (k[2], k[3]) != ("__half", 4))
+    assert set(gen.sm90_set("minimal")) <= set(sweep)
+    assert len(sweep) == 12 + 3 + 3
+
+
+def test_sm90_sources_and_registry(tmp_path):
+    kernels = gen.sm90_set("sweep")
+    sources = gen.generate_sm90(kernels, tmp_path)
+    assert len(sources) == len(set(sources)) == len(kernels)
+    assert sources[0].name == "sm90_16x128x64_c1x1_coop_streamk_offset_fp16_int4.cu"
+    assert tmp_path / "sm90_128x128x64_c1x1_coop_persistent_scale_fp16_int4.cu" in sources
+    assert tmp_path / "sm90_128x128x64_c1x1_coop_persistent_offset_bf16_int8.cu" in sources
+    registry = (tmp_path / "sm90_registry.inc").read_text()
+    rows = re.findall(r"ActType::(kFloat16|kBFloat16), (4|8), Mode::(kScale|kScaleOffset), &launch_sm90<", registry)
+    assert len(rows) == len(kernels)
+    assert collections.Counter(rows) == collections.Counter(
+        ({"__half": "kFloat16", "__nv_bfloat16": "kBFloat16"}[act], str(bits), gen.SM90_MODES[mode])
+        for _, mode, act, bits in kernels)
+    assert collections.Counter(mode for _, _, mode in rows) == {"kScaleOffset": len(kernels) - 3, "kScale": 3}
+
+
+def test_command_line_sweep_set(tmp_path):
+    out = tmp_path / "generated"
+    result = subprocess.run([sys.executable, str(GENERATOR), "--set", "sweep", "--out", str(out), "--sm90"],
+                            capture_output=True, text=True, check=True)
+    first, second = result.stdout.strip().splitlines()
+    # The sweep build: the minimal sm80 tiles, every decode config, every sm90 candidate.
+    expected = gen.generate(gen.MINIMAL, out) + gen.generate_gemv(gen.GEMV_FULL, out)
+    assert first.split(";") == [str(p) for p in expected]
+    assert second.startswith("SM90:")
+    assert second[len("SM90:"):].split(";") == [str(p) for p in gen.generate_sm90(gen.sm90_set("sweep"), out)]
 
 
 def test_kernel_sets_are_well_formed():
@@ -374,3 +603,116 @@ def test_heuristic_falls_back_to_the_nearest_tile_height():
 def test_heuristic_needs_configs():
     with pytest.raises(RuntimeError, match="no compiled GEMM configs"):
         tuning.heuristic_config([], 1, 4096, 4096, 132)
+
+
+# ===================================================================================================
+# tuning.heuristic_config on the sm90 layout (hand-built config lists: whatever this build compiled)
+# ===================================================================================================
+
+SM90_FULL_CONFIGS = [GemmConfig.sm90(tm, tn, 64, cm, cn, schedule, scheduler)
+                     for tm, tn, cm, cn, schedule, scheduler in gen.SM90_FULL]
+DECODE = [GemmConfig.gemv(8, 4), GemmConfig.gemv(8, 8), GemmConfig.gemv(16, 4)]
+# What gemm hands the heuristic for an sm90-layout weight: the configs that read that layout.
+SM90_LAYOUT = DECODE + SM90_FULL_CONFIGS
+
+
+def sm90_pick(M, N=4096, K=4096, sms=132, configs=SM90_LAYOUT):
+    return tuning.heuristic_config(configs, M, N, K, sms, layout="sm90")
+
+
+def test_sm90_layout_takes_the_decode_path_up_to_16_rows():
+    for M in range(1, 9):
+        assert (sm90_pick(M).path, sm90_pick(M).tile_m) == ("gemv", 8), M
+    # 9..16 rows: the 16-row decode kernel, for weights up to 32 Mi elements (it beat the sm90 GEMM there).
+    for M in range(9, 17):
+        assert (sm90_pick(M).path, sm90_pick(M).tile_m) == ("gemv", 16), M
+    assert (sm90_pick(16, 8192, 4096).path, sm90_pick(16, 8192, 4096).tile_m) == ("gemv", 16)  # 32 Mi: still
+    assert sm90_pick(16, 8192, 8192).name == "sm90_16x128x64_c1x1_coop_streamk"  # 64 Mi: the sm90 GEMM
+    assert sm90_pick(9, 28672, 8192).name == "sm90_16x128x64_c1x1_coop_streamk"
+    assert sm90_pick(17).path == "sm90"
+    # The sm80 layout's decode path stops at 8 rows, whatever the weight's size.
+    sm80_layout = DECODE + [GemmConfig(16, 256, 64, 16, 64, 64, 3), GemmConfig(64, 128, 64, 32, 64, 64, 4)]
+    assert tuning.heuristic_config(sm80_layout, 8, 4096, 4096, 132).path == "gemv"
+    assert tuning.heuristic_config(sm80_layout, 9, 4096, 4096, 132).path == "sm80"
+
+
+def test_sm90_decode_split_k_is_the_sm80_layouts():
+    # The decode kernel reads both layouts at one speed: its split-K does not depend on the layout.
+    for M, N, K in [(1, 4096, 4096), (8, 28672, 8192), (4, 4096, 11008)]:
+        sm80 = tuning.heuristic_config(DECODE + [GemmConfig(16, 256, 64, 16, 64, 64, 3)], M, N, K, 132)
+        assert sm90_pick(M, N, K) == sm80
+
+
+@pytest.mark.parametrize("M, name", [
+    (17, "sm90_32x128x64_c1x1_coop_streamk"), (32, "sm90_32x128x64_c1x1_coop_streamk"),
+    (33, "sm90_64x128x64_c1x1_coop_streamk"), (64, "sm90_64x128x64_c1x1_coop_streamk"),
+    (65, "sm90_128x128x64_c1x1_coop_streamk"), (128, "sm90_128x128x64_c1x1_coop_streamk"),
+])
+def test_sm90_token_tile_by_m(M, name):
+    assert sm90_pick(M, 28672, 8192).name == name
+
+
+def test_sm90_large_m_fills_the_gpu():
+    # 8192 x 28672, M = 4096: 16 x 224 = 3584 tiles of 256 x 128 are 27.2 waves (97% busy): persistent.
+    assert sm90_pick(4096, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # M = 512: 448 tiles are 3.4 waves (85%): the stream-K twin of the same tile.
+    assert sm90_pick(512, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_streamk"
+    # 4096 x 4096, M = 256: 32 tiles of 256 x 128 and 64 of 256 x 64 are under half a wave; 128 x 64 ping-pong
+    # makes 128 tiles.
+    assert sm90_pick(256, 4096, 4096).name == "sm90_128x64x64_c1x1_pingpong_persistent"
+    # Without its stream-K twin a short last wave keeps the persistent tile.
+    no_twin = [c for c in SM90_LAYOUT if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
+    assert sm90_pick(512, 28672, 8192, configs=no_twin).name == "sm90_256x128x64_c1x1_coop_persistent"
+
+
+def test_sm90_picks_only_tiles_that_divide_n():
+    # N = 4160 = 65 x 64: only the 64-column ping-pong tiles divide it.
+    for M in (17, 64, 128, 1024, 4096):
+        cfg = sm90_pick(M, 4160, 4096)
+        assert cfg.path == "sm90" and cfg.schedule == "pingpong" and 4160 % cfg.tile_n == 0, (M, cfg)
+
+
+@pytest.mark.parametrize("N", [1024, 4096, 4160, 28672])
+@pytest.mark.parametrize("sms", [132, 114, 8])
+def test_sm90_heuristic_invariants(N, sms):
+    for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
+        cfg = sm90_pick(M, N, 8192, sms)
+        assert cfg.layouts == ("sm80", "sm90") or cfg.layouts == ("sm90",), (M, cfg)
+        decode = M <= 8 or (M <= 16 and N * 8192 <= 32 << 20)
+        assert cfg.path == ("gemv" if decode else "sm90"), (M, cfg)
+        if cfg.path == "sm90":
+            assert N % cfg.tile_n == 0 and cfg.split_k == 1 and (cfg.cluster_m, cfg.cluster_n) == (1, 1), (M, cfg)
+        else:
+            assert M <= cfg.tile_m, (M, cfg)
+
+
+def test_sm90_reduced_build_falls_back_by_token_tile():
+    minimal = DECODE + [GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")]
+    for M in (17, 64, 128, 4096):  # no preferred schedule compiled: the one there is
+        assert sm90_pick(M, configs=minimal).name == "sm90_128x128x64_c1x1_coop_persistent"
+    two = [GemmConfig.sm90(64, 128, 64, 1, 1, "coop", "persistent"),
+           GemmConfig.sm90(256, 128, 64, 1, 1, "coop", "streamk")]
+    # The smallest token tile covering M, else the largest.
+    assert tuning.sm90_config(two, 40, 4096).tile_m == 64
+    assert tuning.sm90_config(two, 100, 4096).tile_m == 256
+    assert tuning.sm90_config(two, 5000, 4096).tile_m == 256
+
+
+def test_sm90_without_a_tile_of_n():
+    only_128 = DECODE + [c for c in SM90_FULL_CONFIGS if c.tile_n == 128]
+    assert tuning.sm90_config(only_128, 64, 4160) is None
+    assert tuning.sm90_config(DECODE, 64, 4096) is None  # no sm90 config at all (a build without sm_90a)
+    with pytest.raises(RuntimeError, match=r"^mixgemm: no compiled sm90 config tiles N = 4160"):
+        sm90_pick(64, 4160, 4096, configs=only_128)
+    # The decode path needs no sm90 tile: a few rows still run.
+    assert sm90_pick(4, 4160, 4096, configs=only_128).path == "gemv"
+    with pytest.raises(RuntimeError, match="no compiled sm90 config tiles N = 4096"):
+        sm90_pick(64, configs=DECODE)
+
+
+def test_sm90_heuristic_never_returns_an_sm80_config():
+    # Even when handed sm80 configs (gemm passes only those that read the layout), the sm90 layout's GEMM
+    # is an sm90 config.
+    mixed = SM90_LAYOUT + [GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 256, 64, 64, 64, 64, 3)]
+    for M in (17, 64, 100, 4096):
+        assert sm90_pick(M, configs=mixed).path == "sm90"

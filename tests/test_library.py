@@ -54,12 +54,23 @@ def test_ops_are_registered_with_the_documented_schemas():
         "awq_gemm_baseline": "mixgemm::awq_gemm_baseline(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, "
                              "int split_k_iters) -> Tensor",
         "gemm": "mixgemm::gemm(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, "
-                "int group_size, int n, int k, str config) -> Tensor",
+                'int group_size, int n, int k, str config, str layout="sm80", bool scale_only=False) -> Tensor',
     }
     for name in schemas:  # functional: nothing mutated, nothing aliased
         schema = getattr(torch.ops.mixgemm, name).default._schema
         assert not schema.is_mutable
         assert all(arg.alias_info is None for arg in schema.arguments)
+
+
+def test_gemm_schema_defaults_read_an_sm80_weight_with_zero_points():
+    schema = torch.ops.mixgemm.gemm.default._schema
+    args = {a.name: a for a in schema.arguments}
+    assert [a.name for a in schema.arguments][-2:] == ["layout", "scale_only"]
+    assert (args["layout"].default_value, args["scale_only"].default_value) == ("sm80", False)
+    # Calls written before layouts existed (nine arguments) still mean an sm80 weight.
+    out = torch.ops.mixgemm.gemm(torch.empty(2, K, dtype=F16, device="meta"), *packed_shapes(device="meta"), None,
+                                 G, N, K, "auto")
+    assert tuple(out.shape) == (2, N)
 
 
 def test_package_exports():
@@ -301,6 +312,73 @@ def test_op_takes_the_bit_width_from_the_packed_shape(monkeypatch):
     assert seen == [4, 8]
 
 
+def sm90_shapes(bits=4, dtype=F16, device="cpu"):
+    """(packed, scales, offsets) of the sm90 layout, zero-filled: packed [K/16, N/16, 32, bits/4]."""
+    return (torch.zeros(K // 16, N // 16, 32, bits // 4, dtype=I32, device=device),
+            torch.zeros(K // G, N, dtype=dtype, device=device), torch.zeros(K // G, N, dtype=dtype, device=device))
+
+
+def test_bits_of_each_layout():
+    # Words per lane: per 16 x 64 block in the sm80 layout (4 / 8), per 16 x 16 block in the sm90 one (1 / 2).
+    assert library._bits_of(packed_shapes()[0]) == library._bits_of(packed_shapes()[0], "sm80") == 4
+    assert library._bits_of(torch.zeros(2, 16, 32, 8, dtype=I32), "sm80") == 8
+    assert library._bits_of(sm90_shapes(4)[0], "sm90") == 4
+    assert library._bits_of(sm90_shapes(8)[0], "sm90") == 8
+    # Malformed: 4, so that gemm's shape check names the problem.
+    assert library._bits_of(sm90_shapes(8)[0], "sm80") == 4
+    assert library._bits_of(torch.zeros(2, 16, 32, 8, dtype=I32), "sm90") == 4
+    assert library._bits_of(sm90_shapes(4)[0], "sm91") == 4
+    assert library._bits_of(torch.zeros(8, dtype=I32), "sm90") == 4
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("scale_only", [False, True])
+def test_the_op_carries_the_layout_and_scale_only(monkeypatch, bits, scale_only):
+    seen = []
+
+    def recording_gemm(x, packed, bias, config):
+        seen.append((packed.layout, packed.scale_only, packed.bits, packed.perm, config))
+        return x.new_zeros(*x.shape[:-1], N)
+
+    monkeypatch.setattr(ops, "gemm", recording_gemm)
+    x = torch.zeros(3, K, dtype=F16)
+    weight = packing.PackedWeight(*sm90_shapes(bits), G, bits, F16, N, K, layout="sm90", scale_only=scale_only)
+    library.gemm(x, weight)  # eager: straight to ops.gemm with the caller's weight
+    assert seen[-1] == ("sm90", scale_only, bits, None, "auto")
+    # Through the dispatcher: the op rebuilds the weight from its arguments.
+    torch.ops.mixgemm.gemm(x, *sm90_shapes(bits), None, G, N, K, A_CONFIG.name, "sm90", scale_only)
+    assert seen[-1] == ("sm90", scale_only, bits, None, A_CONFIG)
+    torch.ops.mixgemm.gemm(x, *sm90_shapes(bits), None, G, N, K, "auto", layout="sm90", scale_only=scale_only)
+    assert seen[-1][:3] == ("sm90", scale_only, bits)
+    torch.ops.mixgemm.gemm(x, *packed_shapes(), None, G, N, K, "auto")  # the defaults
+    assert seen[-1][:3] == ("sm80", False, 4)
+    # gemm_tensors (what QuantLinear calls) and an act-order weight (the wrapper gathers x, then the op).
+    library.gemm_tensors(x, *sm90_shapes(bits), None, group_size=G, n=N, k=K, layout="sm90", scale_only=scale_only)
+    assert seen[-1][:3] == ("sm90", scale_only, bits)
+    act_order = packing.PackedWeight(*sm90_shapes(bits), G, bits, F16, N, K, torch.arange(K).flip(0), layout="sm90",
+                                     scale_only=scale_only)
+    library.gemm(x, act_order, config=A_CONFIG)
+    assert seen[-1] == ("sm90", scale_only, bits, None, A_CONFIG)
+    assert len(seen) == 6
+
+
+def test_fake_gemm_of_an_sm90_weight():
+    with FakeTensorMode():
+        weight = packing.PackedWeight(*sm90_shapes(device="cuda"), G, 4, F16, N, K, layout="sm90", scale_only=True)
+        out = library.gemm(torch.empty(2, 5, K, dtype=F16, device="cuda"), weight, config=A_CONFIG)
+    assert (tuple(out.shape), out.dtype, out.device.type) == ((2, 5, N), F16, "cuda")
+
+
+def test_gemm_wrapper_checks_bits_against_the_sm90_packed_shape():
+    x = torch.zeros(2, K, dtype=F16)
+    with pytest.raises(ValueError, match=r"^gemm: packed disagrees with its tensors: bits = 8 with packed shape "
+                                         r"\(16, 8, 32, 1\)"):
+        library.gemm(x, packing.PackedWeight(*sm90_shapes(4), G, 8, F16, N, K, layout="sm90"))
+    with pytest.raises(ValueError, match=r"^gemm: packed disagrees with its tensors: bits = 4 with packed shape "
+                                         r"\(16, 8, 32, 2\)"):
+        library.gemm(x, packing.PackedWeight(*sm90_shapes(8), G, 4, F16, N, K, layout="sm90"))
+
+
 @pytest.mark.parametrize("dtype", [F16, BF16])
 def test_quant_linear_from_safetensors_matches_dense(cpu_kernels, tmp_path, dtype):
     ckpt = random_layer(dtype)
@@ -392,6 +470,57 @@ def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
     assert set(calls[1]) == {"format", "gptq_v1", "g_idx", "bits"} and calls[1]["bits"] == 8 and calls[1]["gptq_v1"]
     with pytest.raises(ValueError, match="AWQ checkpoints are 4-bit, got bits = 8"):
         QuantLinear.from_safetensors(tmp_path / "unread.safetensors", "layer", bits=8)
+
+
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_constructors_pass_a_layout_to_prepack_only_when_chosen(monkeypatch, tmp_path, layout):
+    calls = []
+
+    def recording_prepack(*args, **kwargs):
+        calls.append(kwargs)
+        return packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
+
+    monkeypatch.setattr(packing, "prepack", recording_prepack)
+    QuantLinear.from_awq(*awq_shapes())
+    QuantLinear.from_gptq(*awq_shapes())
+    QuantLinear.from_awq(*awq_shapes(), layout=layout)
+    QuantLinear.from_gptq(*awq_shapes(), layout=layout, bits=8)
+    path = tmp_path / "layer.safetensors"
+    save_file({f"l.{name}": t for name, t in random_layer().items()}, str(path))
+    QuantLinear.from_safetensors(path, "l", device="cpu")
+    QuantLinear.from_safetensors(path, "l", device="cpu", layout=layout)
+    QuantLinear.from_safetensors(path, "l", format="gptq", device="cpu", layout=layout)
+    # "auto" (the default) leaves prepack's own default in charge: no keyword at all.
+    assert ["layout" in c for c in calls] == [False, False, True, True, False, True, True]
+    assert all(c["layout"] == layout for c in calls if "layout" in c)
+    assert calls[3] == {"format": "gptq", "bits": 8, "layout": layout}
+
+
+def test_quant_linear_keeps_the_weights_layout_and_scale_only(cpu_kernels):
+    weight = packing.PackedWeight(*sm90_shapes(), G, 4, F16, N, K, layout="sm90", scale_only=True)
+    layer = QuantLinear(weight, torch.zeros(N))
+    assert (layer.layout, layer.scale_only) == ("sm90", True)
+    assert repr(layer) == ("QuantLinear(in_features=256, out_features=128, group_size=64, dtype=torch.float16, "
+                           "bias=True, layout=sm90)")
+    back = layer.packed_weight()
+    assert (back.layout, back.scale_only, back.bits) == ("sm90", True, 4) and back.packed is layer.packed
+    # Not buffers: the state dict is the sm80 layer's, and a layout is a property of the packed buffer.
+    assert set(layer.state_dict()) == {"packed", "scales", "offsets", "bias"}
+    plain = QuantLinear(packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K))
+    assert (plain.layout, plain.scale_only) == ("sm80", False) and "layout" not in repr(plain)
+
+
+def test_quant_linear_eager_weight_follows_its_layout_attributes(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ops, "gemm", lambda x, packed, bias, config: seen.append(packed) or x.new_zeros(1, N))
+    layer = QuantLinear(packing.PackedWeight(*sm90_shapes(), G, 4, F16, N, K, layout="sm90", scale_only=True))
+    x = torch.zeros(1, K, dtype=F16)
+    layer(x)
+    layer(x)
+    assert seen[0] is seen[1] and (seen[0].layout, seen[0].scale_only) == ("sm90", True)  # kept between calls
+    layer.scale_only = False  # a changed attribute rebuilds the weight gemm sees
+    layer(x)
+    assert seen[2] is not seen[1] and (seen[2].layout, seen[2].scale_only) == ("sm90", False)
 
 
 def test_quant_linear_argument_errors():

@@ -3,8 +3,8 @@ property and resolves no config, yet every bad argument still gets its ValueErro
 is validated again, and a tune run in the process is seen by the next call.
 
 No GPU is needed: as in test_validation.py the entry points take CPU tensors for device ones, and here the
-extension reports one sm_90 GPU whose queries are counted and whose kernel launch only records its
-arguments.
+extension reports one sm_90 GPU whose queries are counted and whose kernel launches (sm80 GEMM, decode path,
+sm90 GEMM) only record their arguments. Weights in the sm90 layout run against a hand-made sm90 registry.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 import mixgemm
 import mixgemm._C as _C
 from mixgemm import _checks, library, ops, packing, tuning
+from mixgemm import config as config_module
 from mixgemm.config import GemmConfig
 from mixgemm.nn import QuantLinear
 
@@ -36,12 +37,39 @@ def packed_weight(dtype=F16, perm=None) -> packing.PackedWeight:
     )
 
 
+def sm90_weight(dtype=F16, scale_only=False, perm=None) -> packing.PackedWeight:
+    """A weight in the sm90 layout: packed int32 [K/16, N/16, 32, 1]."""
+    return packing.PackedWeight(
+        torch.zeros(K // 16, N // 16, 32, 1, dtype=I32), torch.zeros(K // G, N, dtype=dtype),
+        torch.zeros(K // G, N, dtype=dtype), G, 4, dtype, N, K, perm, layout="sm90", scale_only=scale_only,
+    )
+
+
+# The build these tests pretend: sm80 tiles, two decode kernels, three sm90 kernels, and the conversion modes
+# compiled for each sm90 kernel (the 16-token one without the scale-only kernel).
+SM90_16 = GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk")
+SM90_64 = GemmConfig.sm90(64, 128, 64, 1, 1, "coop", "streamk")
+SM90_128 = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")
+SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
+HAND_COMPILED = (SM80_TILE, GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 256, 64, 64, 64, 64, 3),
+                 GemmConfig.gemv(8, 4), GemmConfig.gemv(16, 4), SM90_16, SM90_64, SM90_128)
+SM90_MODES = {SM90_16.tile: ("offset",), SM90_64.tile: ("offset", "scale"), SM90_128.tile: ("offset", "scale")}
+
+
+@pytest.fixture
+def sm90_build(gpu, monkeypatch):
+    monkeypatch.setattr(config_module, "_compiled", lambda bf16, bits: HAND_COMPILED)
+    monkeypatch.setattr(config_module, "sm90_modes", lambda bf16, bits: SM90_MODES)
+    return gpu
+
+
 class FakeGPU:
     """Counts every query the hot path must not repeat, and records each launch."""
 
     def __init__(self):
         self.calls = Counter()
         self.launches = []
+        self.workspace_queries = []
 
     def counted(self, name, fn):
         def wrapper(*args, **kwargs):
@@ -50,15 +78,29 @@ class FakeGPU:
         return wrapper
 
     def launch(self, tile, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
-               mode, bf16, stream, bits):
-        self.launches.append(dict(tile=tile, M=M, N=N, K=K, split_k=split_k, mode=mode, bias=bias != 0,
-                                  workspace=workspace != 0, semaphores=semaphores != 0))
+               mode, bf16, stream, bits, path="sm80", sm90_layout=False):
+        self.launches.append(dict(path=path, tile=tile, M=M, N=N, K=K, split_k=split_k, mode=mode, bias=bias != 0,
+                                  workspace=workspace != 0, semaphores=semaphores != 0, offsets=offsets,
+                                  sm90_layout=sm90_layout))
 
     def launch_gemv(self, key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
-                    bf16, stream, bits):
-        # The decode path's entry point has no mode argument: it reduces split-K in-kernel ("serial").
+                    bf16, stream, bits, sm90_layout):
+        # The decode path's entry point has no mode argument: it reduces split-K in-kernel ("serial"). Its
+        # last argument says which weight layout the kernel reads.
         self.launch(key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
-                    "none" if split_k == 1 else "serial", bf16, stream, bits)
+                    "none" if split_k == 1 else "serial", bf16, stream, bits, "gemv", sm90_layout)
+
+    def launch_sm90(self, tile, x, packed, scales, offsets, bias, out, workspace, workspace_bytes, M, N, K, G,
+                    bf16, bits, stream):
+        # The sm90 GEMM: stream-K's workspace and its size in bytes instead of split-K buffers.
+        assert (workspace != 0) == (workspace_bytes > 0)
+        self.launch(tile, x, packed, scales, offsets, bias, out, workspace, 0, M, N, K, G, 1, "none", bf16, stream,
+                    bits, "sm90", True)
+        self.launches[-1]["workspace_bytes"] = workspace_bytes
+
+    def sm90_workspace_size(self, tile, M, N, K, G, bf16, bits, zero_points):
+        self.workspace_queries.append(dict(tile=tile, M=M, zero_points=zero_points))
+        return 4096
 
 
 @pytest.fixture
@@ -73,7 +115,7 @@ def gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(_C, "compiled_archs", fake.counted("compiled_archs", lambda: [80, 90]))
     monkeypatch.setattr(torch.cuda, "get_device_capability", fake.counted("capability", lambda device=None: (9, 0)))
     monkeypatch.setattr(torch.cuda, "get_device_name", fake.counted("device_name", lambda device=None: GPU))
-    props = SimpleNamespace(name=GPU, multi_processor_count=132)
+    props = SimpleNamespace(name=GPU, multi_processor_count=132, major=9, minor=0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", fake.counted("properties", lambda device=None: props))
     monkeypatch.setattr(torch.cuda, "current_stream", fake.counted("current_stream", lambda device=None: None))
     # File access (the tuning cache).
@@ -88,6 +130,8 @@ def gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(ops, "current_stream", fake.counted("ops.current_stream", lambda device: 0))
     monkeypatch.setattr(_C, "gemm", fake.launch)
     monkeypatch.setattr(_C, "gemv", fake.launch_gemv)  # the decode path, which "auto" takes for M <= 8
+    monkeypatch.setattr(_C, "gemm_sm90", fake.launch_sm90)  # the GEMM of sm90-layout weights
+    monkeypatch.setattr(_C, "gemm_sm90_workspace_size", fake.sm90_workspace_size)
     # Fresh caches for this test only (monkeypatch puts the process's back afterwards).
     monkeypatch.setattr(ops, "_plans", {})
     monkeypatch.setattr(ops, "_devices", {})
@@ -242,3 +286,157 @@ def test_tracing_still_records_the_custom_op(gpu):
     targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
     assert targets.count("mixgemm.gemm.default") == 2, targets
     assert library.eager_call(x) and not library.eager_call(x.to("meta"))
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# Weights in the sm90 layout
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("scale_only", [False, True])
+def test_sm90_weight_after_warm_up_reads_no_file_and_queries_no_device(sm90_build, dtype, scale_only):
+    gpu = sm90_build
+    w = sm90_weight(dtype, scale_only)
+    bias = torch.zeros(N, dtype=dtype)
+    for M in (1, 12, 64):  # the decode path (8 and 16 rows) and the sm90 GEMM
+        x = torch.zeros(M, K, dtype=dtype)
+        assert repeated(gpu, lambda: mixgemm.gemm(x, w)) == {}
+        assert repeated(gpu, lambda: mixgemm.gemm(x, w, bias)) == {}
+    assert repeated(gpu, lambda: mixgemm.gemm(torch.zeros(2, 32, K, dtype=dtype), w, config=SM90_128)) == {}
+    assert gpu.calls["cuda_device_count"] == 1 and gpu.calls["properties"] == 1
+    assert gpu.calls["tuning.lookup"] == 3  # M = 1, 12 and 64, "auto"
+    assert gpu.calls["check_packed_tensors"] == 1
+    assert len(gpu.workspace_queries) == 2  # one per sm90 plan (M = 64 "auto", M = 64 SM90_128)
+
+
+def test_sm90_weight_takes_the_decode_path_for_a_few_rows(sm90_build):
+    gpu = sm90_build
+    for M, key in [(1, (1, 4)), (8, (1, 4)), (9, (2, 4)), (16, (2, 4))]:
+        mixgemm.gemm(torch.zeros(M, K, dtype=F16), sm90_weight())
+        launch = gpu.launches[-1]
+        # The decode kernel that reads the sm90 layout: up to 16 rows on this (small) weight.
+        assert (launch["path"], launch["tile"], launch["M"], launch["sm90_layout"]) == ("gemv", key, M, True), M
+    # The same decode kernels, told the layout, for an sm80-layout weight (whose decode path stops at 8 rows).
+    mixgemm.gemm(torch.zeros(1, K, dtype=F16), packed_weight())
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["sm90_layout"]) == ("gemv", False)
+    mixgemm.gemm(torch.zeros(9, K, dtype=F16), packed_weight())
+    assert gpu.launches[-1]["path"] == "sm80"
+    # An explicit decode config reads either layout too.
+    mixgemm.gemm(torch.zeros(3, K, dtype=F16), sm90_weight(), config=GemmConfig.gemv(16, 4).with_split_k(2))
+    launch = gpu.launches[-1]
+    assert (launch["path"], launch["tile"], launch["split_k"], launch["sm90_layout"]) == ("gemv", (2, 4), 2, True)
+
+
+@pytest.mark.parametrize("scale_only", [False, True])
+def test_sm90_weight_runs_the_sm90_gemm(sm90_build, scale_only):
+    gpu = sm90_build
+    w = sm90_weight(scale_only=scale_only)
+    mixgemm.gemm(torch.zeros(64, K, dtype=F16), w)
+    launch = gpu.launches[-1]
+    assert (launch["path"], launch["tile"], launch["M"], launch["N"], launch["K"]) == ("sm90", SM90_64.tile, 64, N, K)
+    assert launch["workspace"] and launch["workspace_bytes"] == 4096 and not launch["semaphores"]
+    # Symmetric weights run the scale-only kernel where it is compiled: no offsets pointer.
+    assert (launch["offsets"] == 0) == scale_only
+    assert launch["offsets"] in (0, w.offsets.data_ptr())
+    assert gpu.workspace_queries[-1] == dict(tile=SM90_64.tile, M=64, zero_points=not scale_only)
+    # The 16-token kernel has no scale-only build: the offset kernel, with the (all-zero) offsets.
+    mixgemm.gemm(torch.zeros(16, K, dtype=F16), w, config=SM90_16)
+    assert (gpu.launches[-1]["tile"], gpu.launches[-1]["offsets"]) == (SM90_16.tile, w.offsets.data_ptr())
+    assert gpu.workspace_queries[-1]["zero_points"]
+    # More rows than any preferred tile: the heuristic's choice among what is compiled.
+    mixgemm.gemm(torch.zeros(300, K, dtype=F16), w)
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["tile"]) == ("sm90", SM90_128.tile)
+
+
+def test_a_replaced_layout_or_scale_only_is_seen(sm90_build):
+    gpu = sm90_build
+    w = sm90_weight(scale_only=True)
+    x = torch.zeros(64, K, dtype=F16)
+    mixgemm.gemm(x, w)
+    assert gpu.launches[-1]["offsets"] == 0
+    w.scale_only = False  # now the offsets matter: a new plan, the offset kernel
+    mixgemm.gemm(x, w)
+    assert gpu.launches[-1]["offsets"] == w.offsets.data_ptr()
+    w.layout = "sm80"  # the tensors are still in the sm90 layout
+    with pytest.raises(ValueError, match=r"^gemm: packed\.packed must have shape \(2, 16, 32, 4\) "
+                                         r"\(\[N/64, K/16, 32, 4\] \(the sm80 layout\) for 4-bit weights\)"):
+        mixgemm.gemm(x, w)
+    w.layout = "sm91"
+    with pytest.raises(ValueError, match=r"^gemm: packed\.layout must be 'sm80' or 'sm90', got 'sm91'"):
+        mixgemm.gemm(x, w)
+    w.layout = "sm90"
+    mixgemm.gemm(x, w)
+    assert gpu.launches[-1]["path"] == "sm90"
+    # The first call, the scale_only and the sm80 replacements; 'sm91' stopped at the field rules, and the
+    # fields restored to what was validated last need no check again.
+    assert gpu.calls["check_packed_tensors"] == 3
+
+
+def test_configs_of_another_layout_are_refused_after_warm_up(sm90_build):
+    w = sm90_weight()
+    x = torch.zeros(2, K, dtype=F16)
+    mixgemm.gemm(x, w)  # warm
+    with pytest.raises(ValueError, match=r"^gemm: config 16x256x64_w16x64x64_s3 \(sm80 path\) cannot read a weight "
+                                         r"in the 'sm90' layout; its kernels read sm80 weights"):
+        mixgemm.gemm(x, w, config=SM80_TILE)
+    mixgemm.gemm(x, packed_weight())
+    with pytest.raises(ValueError, match=r"^gemm: config sm90_64x128x64_c1x1_coop_streamk \(sm90 path\) cannot read "
+                                         r"a weight in the 'sm80' layout; its kernels read sm90 weights"):
+        mixgemm.gemm(x, packed_weight(), config=SM90_64)
+    with pytest.raises(ValueError, match=r"^gemm: config gemv_8x64x256_w8x64x64_s2 \(decode path\) takes at most 8 "
+                                         r"rows of x, got M = 9"):
+        mixgemm.gemm(torch.zeros(9, K, dtype=F16), w, config=GemmConfig.gemv(8, 4))
+    uncompiled = GemmConfig.sm90(256, 128, 64, 1, 1, "coop", "persistent")
+    with pytest.raises(ValueError, match=r"^gemm: config sm90_256x128x64_c1x1_coop_persistent is not compiled"):
+        mixgemm.gemm(x, w, config=uncompiled)
+
+
+def test_the_sm90_gemm_needs_a_hopper(sm90_build, monkeypatch):
+    gpu = sm90_build
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    a100 = SimpleNamespace(name="FakeA100", multi_processor_count=108, major=8, minor=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: a100)
+    with pytest.raises(RuntimeError, match=r"^gemm: the sm90 path's kernels run on compute capability 9\.0 "
+                                           r"\(H100/H200\) only; this weight is on FakeA100"):
+        mixgemm.gemm(torch.zeros(64, K, dtype=F16), sm90_weight())
+    # The decode path reads the sm90 layout on any GPU.
+    mixgemm.gemm(torch.zeros(1, K, dtype=F16), sm90_weight())
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["sm90_layout"]) == ("gemv", True)
+
+
+def test_tuned_choices_are_per_layout(sm90_build):
+    gpu = sm90_build
+    x = torch.zeros(64, K, dtype=F16)
+    tuning.save_choice(GPU, 64, N, K, G, F16, SM90_128, layout="sm90")
+    tuning.save_choice(GPU, 64, N, K, G, F16, SM80_TILE.with_split_k(2, "parallel"))
+    mixgemm.gemm(x, sm90_weight())
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["tile"]) == ("sm90", SM90_128.tile)
+    mixgemm.gemm(x, packed_weight())
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["tile"], gpu.launches[-1]["mode"]) == (
+        "sm80", SM80_TILE.tile, "parallel")
+
+
+def test_quant_linear_keeps_the_layout(sm90_build):
+    gpu = sm90_build
+    layer = QuantLinear(sm90_weight(scale_only=True))
+    assert (layer.layout, layer.scale_only) == ("sm90", True)
+    assert repr(layer).endswith("bias=False, layout=sm90)")
+    w = layer.packed_weight()
+    assert (w.layout, w.scale_only, w.packed.shape) == ("sm90", True, (K // 16, N // 16, 32, 1))
+    assert "layout" not in repr(QuantLinear(packed_weight())) and not QuantLinear(packed_weight()).scale_only
+    # The eager path hands gemm the layout and scale_only: the sm90-layout decode kernel, and the scale-only
+    # sm90 kernel, with nothing queried again after the first call.
+    assert repeated(gpu, lambda: layer(torch.zeros(1, K, dtype=F16))) == {}
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["sm90_layout"]) == ("gemv", True)
+    assert repeated(gpu, lambda: layer(torch.zeros(4, 16, K, dtype=F16))) == {}
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["offsets"]) == ("sm90", 0)
+    # So does the traced path, through the custom op's layout and scale_only arguments.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    before = len(gpu.launches)
+    graph = make_fx(lambda t: layer(t) + library.gemm(t, sm90_weight()))(torch.zeros(64, K, dtype=F16))
+    targets = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert targets.count("mixgemm.gemm.default") == 2, targets
+    launched = gpu.launches[before:]
+    assert [(l["path"], l["offsets"] == 0) for l in launched] == [("sm90", True), ("sm90", False)]

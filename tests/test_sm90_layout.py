@@ -8,10 +8,16 @@ with the strides); and prepack's (codes, scales, offsets) against the float64 we
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
-from mixgemm import formats, sm90, sm90_layout
+import mixgemm
+import mixgemm._C as _C
+from mixgemm import _checks, formats, ops, sm90, sm90_layout
+from mixgemm import config as config_module
+from mixgemm.config import GemmConfig
 from mixgemm.packing import PackedWeight
 
 
@@ -123,13 +129,17 @@ def test_prepack_gptq_int8_weight():
 
 @pytest.mark.parametrize(
     "K,N,G,match",
-    [(256, 96, 128, "N must be a positive multiple of 64"), (96, 128, 32, "K must be a positive multiple of 64"),
-     (256, 128, 32, "group_size must be K or a multiple of 64")],
+    [(256, 96, 128, r"N = scales\.shape\[1\] must be a positive multiple of 64, got 96"),
+     (96, 128, 32, r"K must be a positive multiple of 64 for the sm90 layout, got 96"),
+     (256, 128, 32, r"group_size must be K or a multiple of 64 dividing K on the sm90 path .*, got 32")],
 )
 def test_prepack_rejects_unsupported_sizes(K, N, G, match):
+    # prepack_sm90 is prepack(layout="sm90"): its errors are prepack's.
     ckpt = _awq(K, N, G)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=rf"^prepack: {match}"):
         sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    with pytest.raises(ValueError, match=rf"^prepack: {match}"):
+        mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], layout="sm90")
 
 
 def test_per_channel_group_is_accepted():
@@ -140,25 +150,162 @@ def test_per_channel_group_is_accepted():
 
 def test_prepack_rejects_bad_arguments():
     ckpt = _awq(128, 64, 64)
-    with pytest.raises(ValueError, match="bits must be 4 or 8"):
+    with pytest.raises(ValueError, match=r"^prepack: bits must be 4 or 8, got 3"):
         sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], bits=3)
-    with pytest.raises(ValueError, match="format must be"):
+    with pytest.raises(ValueError, match=r"^prepack: format must be 'awq', 'gptq' \(v1 zeros\) or 'gptq_v2'"):
         sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], format="exl2")
-    with pytest.raises(ValueError, match="disagrees"):
+    with pytest.raises(ValueError, match=r"^prepack: group_size = 128 disagrees with K / scales\.shape\[0\] = 64"):
         sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], group_size=128)
+    with pytest.raises(ValueError, match=r"^prepack: g_idx \(act-order\) is a GPTQ field"):
+        sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], g_idx=torch.arange(128) // 64)
+    with pytest.raises(ValueError, match=r"^prepack: qweight must have dtype int32"):
+        sm90.prepack_sm90(ckpt["qweight"].float(), ckpt["scales"])
+    with pytest.raises(ValueError, match=r"^prepack: qzeros is on meta but qweight is on cpu"):
+        sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], torch.empty(2, 8, dtype=torch.int32, device="meta"))
 
 
-def test_layouts_never_cross():
-    import mixgemm
+# A build's sm90 registry, by hand (two kernels), so these tests do not depend on what this build compiled.
+SM90_PERSISTENT = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")
+SM90_STREAMK = GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk")
+SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
 
-    ckpt = _awq(128, 64, 64)
+
+@pytest.fixture
+def hand_compiled(monkeypatch):
+    monkeypatch.setattr(config_module, "_compiled",
+                        lambda bf16, bits: (SM80_TILE, GemmConfig.gemv(8, 4), SM90_PERSISTENT, SM90_STREAMK))
+
+
+@pytest.fixture
+def cpu_as_cuda(monkeypatch):
+    """As in test_validation.py: CPU tensors pass for device ones; the extension reports no GPU."""
+    real = _checks.check_tensor
+    monkeypatch.setattr(_checks, "check_tensor",
+                        lambda fn, name, t, dtypes, ndim, *, cuda=True: real(fn, name, t, dtypes, ndim, cuda=False))
+    monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)
+
+
+def test_layouts_never_cross(hand_compiled, cpu_as_cuda):
+    # A weight reaches only the kernels that read its layout: the decode path reads both, each GEMM its own.
+    ckpt = _awq(128, 128, 64)
+    packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    empty = torch.zeros(0, 128, dtype=torch.float16)  # gemm checks the config, launches nothing
+    with pytest.raises(ValueError, match=r"^gemm: config 16x256x64_w16x64x64_s3 \(sm80 path\) cannot read a weight "
+                                         r"in the 'sm90' layout"):
+        mixgemm.gemm(empty, packed, config=SM80_TILE)
+    with pytest.raises(ValueError, match=r"^gemm: config sm90_128x128x64_c1x1_coop_persistent \(sm90 path\) cannot "
+                                         r"read a weight in the 'sm80' layout"):
+        mixgemm.gemm(empty, dataclasses.replace(packed, layout="sm80",
+                                                packed=torch.zeros(2, 8, 32, 4, dtype=torch.int32)),
+                     config=SM90_PERSISTENT)
+    assert mixgemm.gemm(empty, packed, config=GemmConfig.gemv(8, 4)).shape == (0, 128)
+    # Past the config: a valid sm90 call stops at the device rule.
+    with pytest.raises(RuntimeError, match=r"^gemm: no CUDA GPU"):
+        mixgemm.gemm(torch.zeros(2, 128, dtype=torch.float16), packed)
+
+
+def test_gemm_sm90_takes_only_sm90_weights_and_configs(hand_compiled, cpu_as_cuda):
+    ckpt = _awq(128, 128, 64)
     packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     x = torch.zeros(2, 128, dtype=torch.float16)
-    with pytest.raises(ValueError, match="'sm90' layout; this kernel takes only 'sm80'"):
-        mixgemm.gemm(x, packed)
-    sm80_like = PackedWeight(packed.packed, packed.scales, packed.offsets, 64, 4, torch.float16, 64, 128)
-    with pytest.raises(ValueError, match="sm90 kernels take only 'sm90'"):
+    sm80_like = PackedWeight(packed.packed, packed.scales, packed.offsets, 64, 4, torch.float16, 128, 128)
+    with pytest.raises(ValueError, match=r"^gemm_sm90: packed must be an sm90-layout PackedWeight \(mixgemm\.prepack"
+                                         r"\(\.\.\., layout='sm90'\)\), got 'sm80'"):
         sm90.gemm_sm90(x, sm80_like)
-    with pytest.raises(ValueError, match="packed.packed must"):  # a CPU tensor here; a wrong shape on a GPU
-        sm90.gemm_sm90(x, PackedWeight(packed.packed[:1], packed.scales, packed.offsets, 64, 4, torch.float16, 64,
-                                       128, layout="sm90"))
+    with pytest.raises(ValueError, match=r"^gemm_sm90: packed must be an sm90-layout PackedWeight .*, got 'dict'"):
+        sm90.gemm_sm90(x, ckpt)
+    for config in (SM80_TILE, GemmConfig.gemv(8, 4)):  # never another path, the decode path included
+        with pytest.raises(ValueError,
+                           match=rf"^gemm_sm90: config must be an sm90 GemmConfig or None, got {config.name}"):
+            sm90.gemm_sm90(x, packed, config=config)
+    with pytest.raises(ValueError, match=r"^gemm_sm90: config must be an sm90 GemmConfig or None, got str"):
+        sm90.gemm_sm90(x, packed, config="auto")
+    # The weight's tensors are checked as gemm checks them (CPU tensors pass for device ones here).
+    bad = PackedWeight(packed.packed[:1], packed.scales, packed.offsets, 64, 4, torch.float16, 128, 128, layout="sm90")
+    with pytest.raises(ValueError, match=r"^gemm: packed\.packed must have shape \(8, 8, 32, 1\) "
+                                         r"\(\[K/16, N/16, 32, 1\] \(the sm90 layout\) for 4-bit weights\), "
+                                         r"got \(1, 8, 32, 1\)"):
+        sm90.gemm_sm90(x, bad, config=SM90_PERSISTENT)
+
+
+def test_gemm_sm90_picks_an_sm90_config_even_for_one_row(hand_compiled, monkeypatch):
+    ckpt = _awq(128, 128, 64)
+    packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    seen = []
+    monkeypatch.setattr(ops, "gemm", lambda x, w, bias, config: seen.append((x.shape, w, config)))
+    for shape in [(1, 128), (3, 5, 128), (100, 128), (128,)]:
+        sm90.gemm_sm90(torch.zeros(shape, dtype=torch.float16), packed)
+    assert [config for *_, config in seen] == [SM90_STREAMK, SM90_STREAMK, SM90_PERSISTENT, SM90_STREAMK]
+    assert all(w is packed for _, w, _ in seen)
+    sm90.gemm_sm90(torch.zeros(1, 128, dtype=torch.float16), packed, config=SM90_PERSISTENT)
+    assert seen[-1][2] == SM90_PERSISTENT
+    # No compiled sm90 tile divides N = 64: a clear error rather than a launch.
+    narrow = sm90.prepack_sm90(*(_awq(128, 64, 64)[k] for k in ("qweight", "scales", "qzeros")))
+    with pytest.raises(ValueError, match=r"^gemm_sm90: no compiled sm90 config fits N = 64 for torch\.float16 int4"):
+        sm90.gemm_sm90(torch.zeros(1, 128, dtype=torch.float16), narrow)
+
+
+# ---------------------------------------------------------------------------------------------------
+# prepack(..., layout="sm90") on CPU tensors: the same weight as prepack_sm90, and the layout of the codes
+
+
+def _same_weight(a: PackedWeight, b: PackedWeight) -> None:
+    for f in ("packed", "scales", "offsets"):
+        assert torch.equal(getattr(a, f), getattr(b, f)), f
+        assert getattr(a, f).dtype == getattr(b, f).dtype, f
+    assert (a.group_size, a.bits, a.act_dtype, a.n, a.k, a.layout, a.scale_only) == (
+        b.group_size, b.bits, b.act_dtype, b.n, b.k, b.layout, b.scale_only)
+    assert (a.perm is None) == (b.perm is None) and (a.perm is None or torch.equal(a.perm, b.perm))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fmt", ["awq", "gptq", "gptq_v2"])
+@pytest.mark.parametrize("zeros", [True, False])
+def test_prepack_layout_sm90_is_the_sm90_layout_of_the_codes(dtype, fmt, zeros):
+    K, N, G = 256, 192, 64
+    ckpt = _awq(K, N, G, dtype)
+    q = formats.unpack_awq(ckpt["qweight"])
+    z = formats.unpack_awq(ckpt["qzeros"])
+    qweight, qzeros = ckpt["qweight"], ckpt["qzeros"]
+    if fmt != "awq":
+        qweight, qzeros = formats.awq_to_gptq(qweight, qzeros, v1=fmt == "gptq")
+    qzeros = qzeros if zeros else None
+    w = mixgemm.prepack(qweight, ckpt["scales"], qzeros, format=fmt, layout="sm90")
+    _same_weight(w, sm90.prepack_sm90(qweight, ckpt["scales"], qzeros, format=fmt))
+    assert (w.layout, w.scale_only, w.perm, w.group_size, w.bits, w.n, w.k) == ("sm90", not zeros, None, G, 4, N, K)
+    assert w.packed.device.type == "cpu" and w.act_dtype == dtype
+    assert torch.equal(w.packed, sm90_layout.pack_sm90(q, 4))
+    assert torch.equal(sm90_layout.unpack_sm90(w.packed, 4), q)
+    assert torch.equal(w.scales, ckpt["scales"]) and w.scales is not ckpt["scales"]  # a copy
+    assert torch.equal(w.offsets, sm90_layout.sign_offsets(ckpt["scales"], z if zeros else None, 4))
+
+
+def test_prepack_layout_sm90_act_order():
+    K, N, G = 256, 64, 64
+    ckpt = _awq(K, N, G)
+    gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"], v1=True)
+    g_idx = torch.randperm(K, generator=torch.Generator().manual_seed(5)) % (K // G)
+    w = mixgemm.prepack(gq, ckpt["scales"], gz, format="gptq", g_idx=g_idx, layout="sm90")
+    _same_weight(w, sm90.prepack_sm90(gq, ckpt["scales"], gz, format="gptq", g_idx=g_idx))
+    perm = torch.sort(g_idx, stable=True).indices
+    assert torch.equal(w.perm, perm)
+    assert torch.equal(w.packed, sm90_layout.pack_sm90(formats.unpack_awq(ckpt["qweight"])[perm], 4))
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_prepack_layout_sm90_int8(symmetric):
+    K, N, G = 256, 64, 128
+    ckpt = formats.random_gptq_int8_weight(K, N, G, symmetric=symmetric)
+    w = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8, layout="sm90")
+    _same_weight(w, sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8))
+    assert (w.bits, w.scale_only, w.packed.shape) == (8, symmetric, (K // 16, N // 16, 32, 2))
+    assert torch.equal(w.packed, sm90_layout.pack_sm90(formats.unpack_gptq_qweight_int8(ckpt["qweight"]), 8))
+    zeros = None if symmetric else formats.unpack_gptq_zeros_int8(ckpt["qzeros"], v1=True)
+    assert torch.equal(w.offsets, sm90_layout.sign_offsets(ckpt["scales"], zeros, 8))
+
+
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_8_bit_weights_need_the_gptq_format(layout):
+    ckpt = _awq(256, 64, 64)
+    with pytest.raises(ValueError, match=r"^prepack: 8-bit weights come in the GPTQ layout; pass format='gptq'"):
+        mixgemm.prepack(ckpt["qweight"], ckpt["scales"], None, bits=8, layout=layout)

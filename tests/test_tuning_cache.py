@@ -11,12 +11,15 @@ import pytest
 import torch
 
 import mixgemm
+from mixgemm import config as config_module
 from mixgemm import ops, packing, tuning
 from mixgemm.config import GemmConfig
 
 GPU = "NVIDIA H100 80GB HBM3"
 CONFIG_A = GemmConfig(16, 128, 64, 16, 32, 64, 4, 4, "serial")
 CONFIG_B = GemmConfig(64, 128, 64, 32, 64, 64, 4)
+SM90_A = GemmConfig.sm90(64, 128, 64, 1, 1, "coop", "streamk")
+SM90_B = GemmConfig.sm90(256, 128, 64, 2, 1, "coop", "persistent")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -72,6 +75,18 @@ def test_cache_key():
         tuning.cache_key(GPU, 16, 4096, 11008, 128, torch.float32)
 
 
+def test_cache_key_of_each_layout():
+    sm80 = "NVIDIA H100 80GB HBM3|M16|N4096|K11008|G128|fp16"
+    # sm80 keys are what they were before layouts existed, so old cache files keep their meaning.
+    assert tuning.cache_key(GPU, 16, 4096, 11008, 128, "fp16", "sm80") == sm80
+    assert tuning.cache_key(GPU, 16, 4096, 11008, 128, "fp16", layout="sm80") == sm80
+    assert tuning.cache_key(GPU, 16, 4096, 11008, 128, "fp16", "sm90") == sm80 + "|sm90"
+    assert tuning.cache_key(GPU, 5000, 4096, 11008, 128, "bf16", "sm90").endswith("|M>4096|N4096|K11008|G128|bf16|sm90")
+    for layout in ("sm91", "auto", "", None):
+        with pytest.raises(ValueError, match=rf"^tuning: layout must be 'sm80' or 'sm90', got {layout!r}"):
+            tuning.cache_key(GPU, 16, 4096, 11008, 128, "fp16", layout)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Save, load, merge
 
@@ -83,7 +98,8 @@ def test_save_load_round_trip(tmp_path):
     entries = tuning.load_cache(path)
     entry = entries[tuning.cache_key(GPU, 16, 4096, 4096, 128, "fp16")]
     assert entry["config"] == {"tile_m": 16, "tile_n": 128, "tile_k": 64, "warp_m": 16, "warp_n": 32,
-                               "warp_k": 64, "stages": 4, "split_k": 4, "split_k_mode": "serial", "path": "sm80"}
+                               "warp_k": 64, "stages": 4, "split_k": 4, "split_k_mode": "serial", "path": "sm80",
+                               "cluster_m": 1, "cluster_n": 1, "schedule": "", "scheduler": ""}
     assert entry["time_us"] == 7.5 and entry["M"] == 16 and entry["saved"]
     assert json.loads(path.read_text())["version"] == 1
     assert tuning.lookup(GPU, 16, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
@@ -100,6 +116,55 @@ def test_a_decode_path_choice_round_trips_and_old_entries_mean_sm80(tmp_path):
     data["entries"][key]["config"] = {k: v for k, v in dataclasses.asdict(CONFIG_A).items() if k != "path"}
     path.write_text(json.dumps(data))
     assert tuning.lookup(GPU, 4, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+
+
+def test_sm90_choice_round_trips_with_every_field(tmp_path):
+    path = tmp_path / "tuned.json"
+    tuning.save_choice(GPU, 64, 4096, 4096, 128, "fp16", SM90_B, 30.0, path=path, layout="sm90")
+    entry = tuning.load_cache(path)[tuning.cache_key(GPU, 64, 4096, 4096, 128, "fp16", "sm90")]
+    assert entry["config"] == {"tile_m": 256, "tile_n": 128, "tile_k": 64, "warp_m": 256, "warp_n": 64,
+                               "warp_k": 64, "stages": 0, "split_k": 1, "split_k_mode": "none", "path": "sm90",
+                               "cluster_m": 2, "cluster_n": 1, "schedule": "coop", "scheduler": "persistent"}
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="sm90") == SM90_B
+
+
+def test_layouts_keep_their_own_choices(tmp_path):
+    path = tmp_path / "tuned.json"
+    tuning.save_choice(GPU, 64, 4096, 4096, 128, "fp16", SM90_A, 20.0, path=path, layout="sm90")
+    # An sm90 entry is not an sm80 one: a weight in the sm80 layout finds nothing for this shape.
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path) is None
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="sm80") is None
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="sm90") == SM90_A
+    # And the other way round; both stay, side by side, in one file.
+    tuning.save_choice(GPU, 64, 4096, 4096, 128, "fp16", CONFIG_B, 25.0, path=path)
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path) == CONFIG_B
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="sm90") == SM90_A
+    assert set(tuning.load_cache(path)) == {"NVIDIA H100 80GB HBM3|M64|N4096|K4096|G128|fp16",
+                                            "NVIDIA H100 80GB HBM3|M64|N4096|K4096|G128|fp16|sm90"}
+    # Replacing one layout's winner leaves the other's alone.
+    decode = GemmConfig.gemv(16, 4, split_k=2)
+    tuning.save_choice(GPU, 64, 4096, 4096, 128, "fp16", decode, 10.0, path=path, layout="sm90")
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="sm90") == decode
+    assert tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="sm80") == CONFIG_B
+    with pytest.raises(ValueError, match="layout must be 'sm80' or 'sm90'"):
+        tuning.save_choice(GPU, 64, 4096, 4096, 128, "fp16", CONFIG_B, path=path, layout="auto")
+    with pytest.raises(ValueError, match="layout must be 'sm80' or 'sm90'"):
+        tuning.lookup(GPU, 64, 4096, 4096, 128, "fp16", path=path, layout="SM90")
+
+
+def test_entries_written_before_sm90_configs_still_load(tmp_path):
+    # A cache from before clusters and schedules existed: its configs lack those four fields.
+    path = tmp_path / "tuned.json"
+    key = tuning.cache_key(GPU, 16, 4096, 4096, 128, "fp16")
+    old = {k: v for k, v in dataclasses.asdict(CONFIG_A).items()
+           if k not in ("cluster_m", "cluster_n", "schedule", "scheduler")}
+    assert len(old) == 10
+    path.write_text(json.dumps({"version": 1, "entries": {key: {"config": old, "time_us": 3.0, "M": 16}}}))
+    assert tuning.lookup(GPU, 16, 4096, 4096, 128, "fp16", path=path) == CONFIG_A
+    # A hand-edited entry whose fields contradict each other is unusable, not an error.
+    bad = dict(dataclasses.asdict(SM90_A), schedule="")
+    path.write_text(json.dumps({"version": 1, "entries": {key + "|sm90": {"config": bad}}}))
+    assert tuning.lookup(GPU, 16, 4096, 4096, 128, "fp16", path=path, layout="sm90") is None
 
 
 def test_merge_of_two_choices(tmp_path):
@@ -266,3 +331,57 @@ def test_resolve_config_ignores_stale_entries(fake_device, monkeypatch):
     other = mixgemm.compiled_configs(torch.float16)[-1]
     tuning.save_choice("NVIDIA A100-SXM4-80GB", 4, packed.n, packed.k, packed.group_size, "fp16", other)
     assert ops.resolve_config(4, packed, "auto") == _heuristic(4, packed)
+
+
+# A build's registries, by hand: the sm80 path's minimal tiles, two decode kernels and three sm90 kernels.
+HAND_COMPILED = (GemmConfig(16, 256, 64, 16, 64, 64, 3), GemmConfig(64, 128, 64, 32, 64, 64, 4),
+                 GemmConfig(128, 256, 64, 64, 64, 64, 3), GemmConfig.gemv(8, 4), GemmConfig.gemv(16, 4),
+                 SM90_A, GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk"), SM90_B)
+
+
+@pytest.fixture
+def hand_compiled(monkeypatch):
+    monkeypatch.setattr(config_module, "_compiled", lambda bf16, bits: HAND_COMPILED)
+    return [c for c in HAND_COMPILED]
+
+
+def _weight_in(layout, fake_device):
+    K, N, G = fake_device.k, fake_device.n, fake_device.group_size
+    return packing.PackedWeight(fake_device.packed, fake_device.scales, fake_device.offsets, G, 4, torch.float16, N, K,
+                                layout=layout)
+
+
+def test_resolve_config_of_an_sm90_weight(fake_device, hand_compiled):
+    w = _weight_in("sm90", fake_device)
+    reads_sm90 = [c for c in hand_compiled if "sm90" in c.layouts]
+    # The heuristic on the configs that read the sm90 layout: decode up to 16 rows here, then the sm90 GEMM.
+    assert ops.resolve_config(12, w, "auto") == tuning.heuristic_config(reads_sm90, 12, 4096, 4096, 132, "sm90")
+    assert ops.resolve_config(12, w, "auto").path == "gemv"
+    assert ops.resolve_config(64, w, "auto") == SM90_A
+    # An sm80-layout weight of the same shape never gets an sm90 config.
+    assert ops.resolve_config(64, _weight_in("sm80", fake_device), "auto").path == "sm80"
+    assert ops.resolve_config(12, _weight_in("sm80", fake_device), "auto").path == "sm80"
+
+
+def test_resolve_config_reads_its_layouts_cache_entry(fake_device, hand_compiled):
+    sm90_w, sm80_w = _weight_in("sm90", fake_device), _weight_in("sm80", fake_device)
+    args = (4096, 4096, 128, torch.float16)
+    tuning.save_choice(GPU, 64, *args, SM90_B, layout="sm90")
+    tuning.save_choice(GPU, 64, *args, CONFIG_B.with_split_k(2, "parallel"))
+    assert ops.resolve_config(64, sm90_w, "auto") == SM90_B
+    assert ops.resolve_config(64, sm80_w, "auto") == CONFIG_B.with_split_k(2, "parallel")
+    # An sm90 config under the sm80 key (a hand edit, another build) cannot read that weight: stale, the
+    # heuristic takes over; likewise an sm80 config under the sm90 key.
+    tuning.save_choice(GPU, 128, *args, SM90_A)
+    tuning.save_choice(GPU, 128, *args, CONFIG_B, layout="sm90")
+    assert ops.resolve_config(128, sm80_w, "auto") == tuning.heuristic_config(
+        [c for c in hand_compiled if "sm80" in c.layouts], 128, 4096, 4096, 132)
+    assert ops.resolve_config(128, sm90_w, "auto") == tuning.heuristic_config(
+        [c for c in hand_compiled if "sm90" in c.layouts], 128, 4096, 4096, 132, "sm90")
+    # A tuned sm90 tile that does not divide N is stale too.
+    narrow = packing.PackedWeight(sm90_w.packed, torch.zeros(32, 4160, dtype=torch.float16),
+                                  torch.zeros(32, 4160, dtype=torch.float16), 128, 4, torch.float16, 4160, 4096,
+                                  layout="sm90")
+    tuning.save_choice(GPU, 256, 4160, 4096, 128, "fp16", SM90_A, layout="sm90")
+    with pytest.raises(RuntimeError, match="no compiled sm90 config tiles N = 4160"):
+        ops.resolve_config(256, narrow, "auto")  # and no other compiled sm90 tile divides 4160 either

@@ -702,7 +702,8 @@ class TestGemmConfigValidation:
 
     @pytest.mark.parametrize("mode", ["Serial", "", "stream-k", None])
     def test_unknown_mode(self, mode):
-        with pytest.raises(ValueError, match=r"^GemmConfig: split_k_mode must be one of \('none', 'serial', 'parallel'\)"):
+        pattern = r"^GemmConfig: split_k_mode must be one of \('none', 'serial', 'parallel'\)"
+        with pytest.raises(ValueError, match=pattern):
             GemmConfig(*TILE, split_k=2, split_k_mode=mode)
 
     @pytest.mark.parametrize(
@@ -763,6 +764,175 @@ class TestActOrder:
     def test_g_idx_needs_the_gptq_format(self, cpu_as_cuda):
         with pytest.raises(ValueError, match=r"^prepack: g_idx \(act-order\) is a GPTQ field"):
             mixgemm.prepack(**awq_tensors(), g_idx=torch.arange(K) // 64)
+
+
+# ===================================================================================================
+# Weight layouts: prepack's layout argument, PackedWeight.layout, and which configs read which layout
+# ===================================================================================================
+
+
+def sm90_weight(n=N, k=K, groups=G, dtype=F16, bits=4, **overrides) -> packing.PackedWeight:
+    """An sm90-layout PackedWeight built by hand from CPU tensors of the right shapes."""
+    fields = dict(packed=torch.zeros(k // 16, n // 16, 32, bits // 4, dtype=I32), bits=bits, layout="sm90")
+    fields.update(overrides)
+    return packed_weight(n, k, groups, dtype, **fields)
+
+
+# A build's registries, by hand, so the rules below do not depend on the kernels this build compiled.
+SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
+DECODE_8 = GemmConfig.gemv(8, 4)
+SM90_TILE = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")
+HAND_COMPILED = (SM80_TILE, GemmConfig(64, 128, 64, 32, 64, 64, 4), DECODE_8, GemmConfig.gemv(16, 4), SM90_TILE,
+                 GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong", "persistent"))
+
+
+@pytest.fixture
+def hand_compiled(monkeypatch):
+    from mixgemm import config
+
+    monkeypatch.setattr(config, "_compiled", lambda bf16, bits: HAND_COMPILED)
+
+
+class TestLayouts:
+    @pytest.mark.parametrize("layout", ["sm91", "SM90", "", None, "cuda"])
+    def test_prepack_rejects_an_unknown_layout(self, layout):
+        # Before any tensor rule: the argument is wrong whatever the tensors are.
+        with pytest.raises(ValueError, match=rf"^prepack: layout must be 'auto', 'sm80' or 'sm90', got {layout!r}"):
+            mixgemm.prepack(**awq_tensors(), layout=layout)
+        with pytest.raises(ValueError, match=r"^prepack: layout must be 'auto', 'sm80' or 'sm90'"):
+            mixgemm.prepack(None, None, layout=layout)
+
+    def test_auto_is_the_sm80_layout_off_a_hopper(self):
+        t = awq_tensors()
+        assert packing.auto_layout(t["qweight"], t["scales"]) == "sm80"  # CPU tensors
+        assert packing.auto_layout(None, t["scales"]) == packing.auto_layout(t["qweight"], None) == "sm80"
+        assert packing.auto_layout(t["qweight"], torch.zeros(3, N, dtype=F16)) == "sm80"  # 3 does not divide K
+        # So prepack(layout="auto") takes the sm80 prepack, whose rules name what is wrong.
+        with pytest.raises(ValueError, match=r"^prepack: qweight must be on a CUDA device, got cpu"):
+            mixgemm.prepack(**t)
+        with pytest.raises(ValueError, match=r"^prepack: qweight must be on a CUDA device, got cpu"):
+            mixgemm.prepack(**t, layout="sm80")
+
+    def test_sm90_prepack_runs_on_cpu_tensors(self):
+        w = mixgemm.prepack(**awq_tensors(), layout="sm90")
+        assert (w.layout, w.scale_only, w.group_size, w.bits, w.n, w.k) == ("sm90", False, 64, 4, N, K)
+        assert w.packed.shape == (K // 16, N // 16, 32, 1) and w.packed.device.type == "cpu"
+        t = awq_tensors()
+        assert mixgemm.prepack(t["qweight"], t["scales"], layout="sm90").scale_only
+
+    @pytest.mark.parametrize("layout, k, n, bits, shape", [
+        ("sm80", 128, 64, 4, (1, 8, 32, 4)), ("sm80", 256, 192, 8, (3, 16, 32, 8)),
+        ("sm90", 128, 64, 4, (8, 4, 32, 1)), ("sm90", 256, 192, 8, (16, 12, 32, 2)),
+    ])
+    def test_packed_shape_of_each_layout(self, layout, k, n, bits, shape):
+        got, described = packing.packed_shape(layout, k, n, bits)
+        assert got == shape
+        assert described == {"sm80": f"[N/64, K/16, 32, {bits}] (the sm80 layout)",
+                             "sm90": f"[K/16, N/16, 32, {bits // 4}] (the sm90 layout)"}[layout]
+
+    @pytest.mark.parametrize("layout", ["sm91", "auto", "", None])
+    def test_a_weight_of_an_unknown_layout(self, layout):
+        with pytest.raises(ValueError, match=rf"^gemm: packed\.layout must be 'sm80' or 'sm90', got {layout!r}"):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), packed_weight(layout=layout))
+
+    @pytest.mark.parametrize("k, groups, pattern", [
+        (128, 4, r"group_size must be K or a multiple of 64 dividing K on the sm90 path .*, got 32"),
+        (256, 2, None),  # 128: fine
+        (192, 3, None),  # 64
+        (192, 1, None),  # per-channel: G = K = 192
+        (384, 2, None),  # 192: a multiple of 64 dividing K
+        (96, 1, r"K must be a positive multiple of 64 for the sm90 layout, got 96"),
+    ])
+    def test_sm90_weight_sizes(self, cpu_as_cuda, k, groups, pattern):
+        w = sm90_weight(k=k, groups=groups)
+        x = torch.zeros(2, k, dtype=F16)
+        if pattern is None:  # every rule passed: the call stops at the device
+            with pytest.raises(RuntimeError, match=rf"^gemm: {NO_GPU_MSG}"):
+                mixgemm.gemm(x, w)
+        else:
+            with pytest.raises(ValueError, match=rf"^gemm: {pattern}"):
+                mixgemm.gemm(x, w)
+
+    def test_an_sm80_group_of_32_is_fine(self, cpu_as_cuda):
+        with pytest.raises(RuntimeError, match=rf"^gemm: {NO_GPU_MSG}"):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), packed_weight(groups=4))
+
+    def test_sm90_weight_fields_before_x(self):
+        # The weight's own rules come first, so they are reported even for a CPU x.
+        with pytest.raises(ValueError, match=r"^gemm: group_size must be K or a multiple of 64"):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), sm90_weight(groups=4))
+        with pytest.raises(ValueError, match=r"^gemm: packed has n = 96, k = 128, group_size = 64: n must be a "
+                                             r"multiple of 64"):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), sm90_weight(n=96, packed=torch.zeros(8, 6, 32, 1, dtype=I32)))
+
+    @pytest.mark.parametrize("packed, got", [
+        (torch.zeros(N // 64, K // 16, 32, 4, dtype=I32), (1, 8, 32, 4)),  # an sm80 tensor labelled sm90
+        (torch.zeros(K // 16, N // 16, 32, 2, dtype=I32), (8, 4, 32, 2)),  # int8 words for an int4 weight
+        (torch.zeros(N // 16, K // 16, 32, 1, dtype=I32), (4, 8, 32, 1)),  # K and N swapped
+    ])
+    def test_sm90_weight_with_a_bad_packed_shape(self, cpu_as_cuda, packed, got):
+        pattern = (r"^gemm: packed\.packed must have shape \(8, 4, 32, 1\) \(\[K/16, N/16, 32, 1\] \(the sm90 layout\) "
+                   rf"for 4-bit weights\), got {re.escape(str(got))}")
+        with pytest.raises(ValueError, match=pattern):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), sm90_weight(packed=packed))
+
+    def test_sm80_weight_with_an_sm90_packed_shape(self, cpu_as_cuda):
+        pattern = (r"^gemm: packed\.packed must have shape \(1, 8, 32, 4\) \(\[N/64, K/16, 32, 4\] \(the sm80 layout\) "
+                   r"for 4-bit weights\), got \(8, 4, 32, 1\)")
+        with pytest.raises(ValueError, match=pattern):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), packed_weight(packed=torch.zeros(8, 4, 32, 1, dtype=I32)))
+
+    def test_int8_sm90_weight_shape(self, cpu_as_cuda):
+        with pytest.raises(RuntimeError, match=rf"^gemm: {NO_GPU_MSG}"):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), sm90_weight(bits=8))
+        with pytest.raises(ValueError, match=r"packed\.packed must have shape \(8, 4, 32, 2\) .*for 8-bit weights"):
+            mixgemm.gemm(torch.zeros(2, K, dtype=F16), sm90_weight(bits=8, packed=torch.zeros(8, 4, 32, 1, dtype=I32)))
+
+    # Which path reads which layout. An empty x makes gemm check its config without launching (or needing a
+    # device), so the layout rule is reached on the CPU.
+
+    @pytest.mark.parametrize("config", [SM80_TILE, SM80_TILE.with_split_k(4, "parallel")])
+    def test_an_sm80_config_cannot_read_an_sm90_weight(self, cpu_as_cuda, hand_compiled, config):
+        pattern = (rf"^gemm: config {config.name} \(sm80 path\) cannot read a weight in the 'sm90' layout; its kernels "
+                   r"read sm80 weights \(prepack\(\.\.\., layout=\.\.\.\) chooses the layout\)")
+        with pytest.raises(ValueError, match=pattern):
+            mixgemm.gemm(torch.zeros(0, K, dtype=F16), sm90_weight(), config=config)
+        with pytest.raises(ValueError, match=pattern):
+            ops.resolve_config(4, sm90_weight(), config)
+
+    def test_an_sm90_config_cannot_read_an_sm80_weight(self, cpu_as_cuda, hand_compiled):
+        pattern = (r"^gemm: config sm90_128x128x64_c1x1_coop_persistent \(sm90 path\) cannot read a weight in the "
+                   r"'sm80' layout; its kernels read sm90 weights")
+        with pytest.raises(ValueError, match=pattern):
+            mixgemm.gemm(torch.zeros(0, K, dtype=F16), packed_weight(), config=SM90_TILE)
+        with pytest.raises(ValueError, match=pattern):
+            ops.resolve_config(64, packed_weight(), SM90_TILE)
+
+    def test_the_decode_path_reads_both_layouts(self, cpu_as_cuda, hand_compiled):
+        for w in (packed_weight(), sm90_weight()):
+            assert tuple(mixgemm.gemm(torch.zeros(0, K, dtype=F16), w, config=DECODE_8).shape) == (0, N)
+            assert ops.resolve_config(8, w, DECODE_8.with_split_k(2)) == DECODE_8.with_split_k(2)
+        pingpong = GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong", "persistent")
+        assert ops.resolve_config(64, sm90_weight(), pingpong) == pingpong
+        wide = sm90_weight(n=128, packed=torch.zeros(K // 16, 8, 32, 1, dtype=I32))
+        assert ops.resolve_config(64, wide, SM90_TILE) == SM90_TILE
+
+    def test_an_uncompiled_config_is_reported_before_the_layout(self, hand_compiled):
+        other = GemmConfig.sm90(64, 128, 64, 1, 1, "coop", "streamk")
+        with pytest.raises(ValueError, match=r"^gemm: config sm90_64x128x64_c1x1_coop_streamk is not compiled into "
+                                             r"this build; compiled: .*sm90_128x128x64_c1x1_coop_persistent"):
+            ops.resolve_config(64, packed_weight(), other)
+
+    def test_configs_must_fit_the_call(self, hand_compiled):
+        with pytest.raises(ValueError, match=r"^gemm: config gemv_8x64x256_w8x64x64_s2 \(decode path\) takes at "
+                                             r"most 8 rows of x, got M = 9"):
+            ops.resolve_config(9, sm90_weight(), DECODE_8)
+        wide = sm90_weight(n=192, packed=torch.zeros(K // 16, 12, 32, 1, dtype=I32))
+        with pytest.raises(ValueError, match=r"^gemm: config sm90_128x128x64_c1x1_coop_persistent needs N to be a "
+                                             r"multiple of its tile_n = 128, got N = 192"):
+            ops.resolve_config(64, wide, SM90_TILE)
+        narrow = GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong", "persistent")
+        assert ops.resolve_config(64, wide, narrow) == narrow
 
 
 # ---------------------------------------------------------------------------------------------------

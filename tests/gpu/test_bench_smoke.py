@@ -58,10 +58,14 @@ def test_sweep_small_shape(tmp_path):
     assert cli.main(["sweep", "--shape", SHAPE, "--m", "16", "--out", str(tmp_path)]) == 0
     results = _results(tmp_path / "sweep.json")
     swept = [r for r in results if r["peer"] == "mixgemm"]
-    # Both paths compete; decode (gemv) configs only where M = 16 fits their rows, with serial split-K only.
-    configs = [c for c in mixgemm.compiled_configs(torch.float16, path=None) if c.path != "gemv" or c.tile_m >= 16]
-    assert len(swept) == sum(len(cli.split_settings(1024, c)) for c in configs)
-    assert {r["path"] for r in swept} == {c.path for c in configs}
+    # Every path of every layout this GPU runs competes (--layout all: sm80, and sm90 on Hopper), each on the
+    # layout it reads; decode (gemv) configs only where M = 16 fits their rows, with serial split-K only.
+    layouts = cli.sweep_layouts("all", 1024, 1024, 128, torch.float16)
+    assert {r["layout"] for r in swept} == set(layouts)
+    configs = [(layout, c) for layout in layouts for c in mixgemm.compiled_configs(torch.float16, path=None)
+               if layout in c.layouts and (c.path != "gemv" or c.tile_m >= 16)]
+    assert len(swept) == sum(len(cli.split_settings(1024, c)) for _, c in configs)
+    assert {(r["layout"], r["path"]) for r in swept} == {(layout, c.path) for layout, c in configs}
     # Every compiled config runs at every split setting of this K (split-K 16 = K / 64 included).
     assert all(_timed(r) for r in swept), [r for r in swept if not _timed(r)][:3]
     assert all(_timed(r) for r in results if r["peer"] == "mixgemm:auto")
@@ -72,11 +76,12 @@ def test_sweep_small_shape(tmp_path):
 
 def test_tune_feeds_auto(tmp_path, private_cache):
     assert cli.main(["tune", "--shape", SHAPE, "--m", "16", "--no-plots", "--out", str(tmp_path)]) == 0
-    tuned = tuning.lookup(torch.cuda.get_device_name(), 16, 1024, 1024, 128, torch.float16)
-    assert tuned is not None
-    assert private_cache.is_file()
+    # tune's default layout is the GPU's own, the one prepack picks by itself.
     ckpt = mixgemm.formats.random_awq_weight(1024, 1024, 128, torch.float16, device="cuda")
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 128)
+    tuned = tuning.lookup(torch.cuda.get_device_name(), 16, 1024, 1024, 128, torch.float16, layout=packed.layout)
+    assert tuned is not None
+    assert private_cache.is_file()
     assert ops.resolve_config(16, packed, "auto") == tuned
     # And gemm runs with it.
     x = torch.randn(16, 1024, device="cuda", dtype=torch.float16)
@@ -105,7 +110,7 @@ def test_eager_paths_agree_with_the_custom_op():
     for M in (1, 3, 64):
         x = torch.randn(M, 1024, device="cuda", dtype=torch.float16)
         via_op = torch.ops.mixgemm.gemm(x, packed.packed, packed.scales, packed.offsets, None, 128, 1024, 1024,
-                                        "auto")
+                                        "auto", packed.layout, packed.scale_only)
         for _ in range(2):
             assert torch.equal(mixgemm.gemm(x, packed), via_op)
             assert torch.equal(mixgemm.library.gemm(x, packed), via_op)

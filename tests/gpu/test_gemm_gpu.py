@@ -44,7 +44,7 @@ def kernel_model_weight(packed: mixgemm.PackedWeight) -> torch.Tensor:
 
 def run_case(M, K, N, G, dtype, config, bias=False):
     ckpt = random_checkpoint(K, N, G, dtype)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     x = random_activations(M, K, dtype)
     b = torch.randn(N, device=DEVICE).to(dtype) if bias else None
     poison_allocator(M * N * 2)
@@ -91,7 +91,7 @@ def test_gemm_converter_exhaustive(dtype):
     qweight = formats.pack_awq(q).to(DEVICE)
     qzeros = formats.pack_awq(torch.zeros(K // G, N, dtype=torch.uint8)).to(DEVICE)
     scales = torch.ones(K // G, N, dtype=dtype, device=DEVICE)
-    packed = mixgemm.prepack(qweight, scales, qzeros, G)
+    packed = mixgemm.prepack(qweight, scales, qzeros, G, layout="sm80")
     eye = torch.eye(K, dtype=dtype, device=DEVICE)
     for config in mixgemm.compiled_configs(dtype):
         out = mixgemm.gemm(eye, packed, config=config)
@@ -111,7 +111,7 @@ def test_serial_split_k_is_deterministic_and_leaves_semaphores_zero():
 
     K, N, G, M = 2048, 512, 128, 5
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     x = random_activations(M, K, torch.float16)
     config = _configs(torch.float16)[0].with_split_k(8, "serial")
     runs = [mixgemm.gemm(x, packed, config=config) for _ in range(5)]
@@ -125,7 +125,7 @@ def test_serial_split_k_is_deterministic_and_leaves_semaphores_zero():
 def test_cuda_graph_capture_and_replay(split):
     K, N, G, M = 1024, 256, 128, 9
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     config = _configs(torch.float16)[0].with_split_k(*split)
     static_x = random_activations(M, K, torch.float16)
     mixgemm.gemm(static_x, packed, config=config)  # warm up outside capture
@@ -144,7 +144,7 @@ def test_cuda_graph_capture_and_replay(split):
 def test_gemm_accepts_leading_dims():
     K, N, G = 512, 128, 128
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     x = random_activations(6, K, torch.float16).reshape(2, 3, K)
     out = mixgemm.gemm(x, packed)
     assert out.shape == (2, 3, N)
@@ -156,6 +156,6 @@ def test_gptq_prepack_matches_awq():
     ckpt = random_checkpoint(K, N, G, torch.float16)
     gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"])
     x = random_activations(M, K, torch.float16)
-    from_awq = mixgemm.gemm(x, mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G))
-    from_gptq = mixgemm.gemm(x, mixgemm.prepack(gq, ckpt["scales"], gz, G, format="gptq"))
+    from_awq = mixgemm.gemm(x, mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80"))
+    from_gptq = mixgemm.gemm(x, mixgemm.prepack(gq, ckpt["scales"], gz, G, format="gptq", layout="sm80"))
     assert torch.equal(from_awq, from_gptq)

@@ -1,6 +1,8 @@
-"""The decode path (batched GEMV, M <= 16) against float64 references, on the sm80 path's packed weights.
+"""The decode path (batched GEMV, M <= 16) against float64 references, on both weight layouts it reads:
+the sm80 path's and the sm90 path's (the latter is packed in PyTorch and run with mma.sync, so it is tested
+on any GPU, Hopper or not).
 
-References and tolerances as in test_gemm_gpu.py: the kernel model (W = q * s + offset rounded once to the
+References and tolerances as in test_gemm_gpu.py: the kernel model (W = code * s + offset rounded once to the
 activation dtype, then float64; fp16 1e-3, bf16 8e-3) and the mathematical weight (q - z) * s (fp16 3e-3,
 bf16 2e-2). Outputs are poisoned with NaN through the caching allocator before each call.
 """
@@ -11,7 +13,7 @@ import pytest
 import torch
 
 import mixgemm
-from mixgemm import formats, ops
+from mixgemm import formats, ops, sm90_layout
 from mixgemm.config import GemmConfig
 from mixgemm.prepack_ref import dequantize_packed_reference
 from gpu_helpers import DEVICE, poison_allocator, random_activations, random_checkpoint, reference_weight, relative_error
@@ -22,6 +24,16 @@ MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
 MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
 # (K, N, G): G = 32 and 96 give two scale rows per 64-deep batch; G = K is per-channel; N = 320 is 5 strips.
 SHAPES = [(256, 128, 64), (512, 320, 128), (1024, 256, 32), (768, 192, 768), (1536, 128, 96)]
+LAYOUTS = ["sm80", "sm90"]
+
+
+def _shapes(layout):
+    """The sm90 layout takes group sizes that are K or multiples of 64 (its GEMM's rule)."""
+    return [s for s in SHAPES if layout == "sm80" or s[2] == s[0] or s[2] % 64 == 0]
+
+
+GRID = [pytest.param(layout, *shape, id=f"{layout}-{'x'.join(map(str, shape))}")
+        for layout in LAYOUTS for shape in _shapes(layout)]
 
 
 def _decode_configs(dtype, bits=4):
@@ -29,7 +41,15 @@ def _decode_configs(dtype, bits=4):
 
 
 def _model_weight(packed):
-    w = dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, packed.group_size, torch.float64)
+    """code * scale + offset in float64, rounded once to the activation dtype (the kernel's one fma)."""
+    if packed.layout == "sm90":
+        signed = (sm90_layout.unpack_sm90(packed.packed, packed.bits) - (1 << (packed.bits - 1))).double()
+        s = packed.scales.double().repeat_interleave(packed.group_size, 0)
+        o = packed.offsets.double().repeat_interleave(packed.group_size, 0)
+        w = signed * s + o
+    else:
+        w = dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, packed.group_size,
+                                        torch.float64)
     return w.to(packed.act_dtype).to(torch.float64)
 
 
@@ -44,10 +64,10 @@ def _check(out, x, packed, math_weight, bias=None, model_weight=None):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("K,N,G", SHAPES)
-def test_decode_grid_int4(K, N, G, dtype):
+@pytest.mark.parametrize("layout,K,N,G", GRID)
+def test_decode_grid_int4(layout, K, N, G, dtype):
     ckpt = random_checkpoint(K, N, G, dtype)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
     math_weight, model_weight = reference_weight(ckpt, G), _model_weight(packed)
     for base in _decode_configs(dtype):
         for M in range(1, base.tile_m + 1):
@@ -60,13 +80,14 @@ def test_decode_grid_int4(K, N, G, dtype):
                 _check(out, x, packed, math_weight, bias, model_weight)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("symmetric", [False, True], ids=["zeros", "symmetric"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_decode_int8(dtype, symmetric):
+def test_decode_int8(dtype, symmetric, layout):
     K, N, G = 1024, 192, 128
     ckpt = formats.random_gptq_int8_weight(K, N, G, dtype=dtype, symmetric=symmetric)
     ckpt = {k: (v.to(DEVICE) if v is not None else None) for k, v in ckpt.items()}
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8, layout=layout)
     q = formats.unpack_gptq_qweight_int8(ckpt["qweight"])
     z = formats.unpack_gptq_zeros_int8(ckpt["qzeros"]) if ckpt["qzeros"] is not None else None
     math_weight = formats.dequantize(q, ckpt["scales"], z, group_size=G, bits=8)
@@ -79,11 +100,12 @@ def test_decode_int8(dtype, symmetric):
                 _check(out, x, packed, math_weight)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_decode_symmetric_int4(dtype):
+def test_decode_symmetric_int4(dtype, layout):
     K, N, G = 512, 256, 128
     ckpt = random_checkpoint(K, N, G, dtype)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], None, G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], None, G, layout=layout)
     q = formats.unpack_awq(ckpt["qweight"])
     math_weight = formats.dequantize(q, ckpt["scales"], torch.full_like(q[: K // G], 8), group_size=G,
                                      dtype=torch.float64)
@@ -92,15 +114,17 @@ def test_decode_symmetric_int4(dtype):
         _check(mixgemm.gemm(x, packed, config=_decode_configs(dtype)[0]), x, packed, math_weight)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_decode_converter_exhaustive(dtype):
+def test_decode_converter_exhaustive(dtype, layout):
     """x = e_k rows pick single K rows of the weight: with scale 1 and zero 0 the outputs are the codes
-    themselves, every value 0..15 in every nibble position and column, exactly."""
+    themselves, every value 0..15 in every nibble position and column, exactly (on the sm90 layout the
+    codes are stored signed and the offset 8 * s adds the 8 back)."""
     K, N, G = 256, 128, 64
     q = ((torch.arange(K)[:, None] + torch.arange(N)[None, :]) % 16).to(torch.uint8)
     qweight = formats.pack_awq(q).to(DEVICE)
     qzeros = formats.pack_awq(torch.zeros(K // G, N, dtype=torch.uint8)).to(DEVICE)
-    packed = mixgemm.prepack(qweight, torch.ones(K // G, N, dtype=dtype, device=DEVICE), qzeros, G)
+    packed = mixgemm.prepack(qweight, torch.ones(K // G, N, dtype=dtype, device=DEVICE), qzeros, G, layout=layout)
     eye = torch.eye(K, dtype=dtype, device=DEVICE)
     config = _decode_configs(dtype)[0]
     for start in range(0, K, config.tile_m):
@@ -108,10 +132,10 @@ def test_decode_converter_exhaustive(dtype):
         assert torch.equal(out, q[start:start + config.tile_m].to(dtype).to(DEVICE)), start
 
 
-def test_auto_picks_the_decode_path_up_to_8_rows():
+def test_auto_picks_the_decode_path_up_to_8_rows_on_the_sm80_layout():
     K, N, G = 4096, 4096, 128
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     if not _decode_configs(torch.float16):
         pytest.skip("no decode configs compiled")
     for M in (1, 8):
@@ -119,10 +143,11 @@ def test_auto_picks_the_decode_path_up_to_8_rows():
     assert ops.resolve_config(64, packed, "auto").path == "sm80"
 
 
-def test_decode_serial_split_is_deterministic_and_leaves_semaphores_zero():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_decode_serial_split_is_deterministic_and_leaves_semaphores_zero(layout):
     K, N, G, M = 4096, 512, 128, 5
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
     x = random_activations(M, K, torch.float16)
     config = _decode_configs(torch.float16)[0].with_split_k(16, "serial")
     runs = [mixgemm.gemm(x, packed, config=config) for _ in range(5)]
@@ -132,11 +157,12 @@ def test_decode_serial_split_is_deterministic_and_leaves_semaphores_zero():
     assert all(int(buffer.abs().sum()) == 0 for buffer in ops._semaphores.values())
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("split", [1, 4])
-def test_decode_cuda_graph_capture_and_replay(split):
+def test_decode_cuda_graph_capture_and_replay(split, layout):
     K, N, G, M = 1024, 256, 128, 3
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
     config = _decode_configs(torch.float16)[0].with_split_k(split, "none" if split == 1 else "serial")
     static_x = random_activations(M, K, torch.float16)
     mixgemm.gemm(static_x, packed, config=config)  # warm up outside capture
@@ -154,7 +180,7 @@ def test_decode_cuda_graph_capture_and_replay(split):
 def test_decode_config_errors():
     K, N, G = 512, 128, 128
     ckpt = random_checkpoint(K, N, G, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     config = _decode_configs(torch.float16)[0]
     with pytest.raises(ValueError, match=r"takes at most \d+ rows of x, got M = "):
         mixgemm.gemm(random_activations(config.tile_m + 1, K, torch.float16), packed, config=config)

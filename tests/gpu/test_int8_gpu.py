@@ -32,7 +32,7 @@ def reference_weight(ckpt, G):
 
 
 def run(ckpt, G, M, dtype, config="auto"):
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8, layout="sm80")
     assert packed.bits == 8
     x = random_activations(M, packed.k, dtype)
     poison_allocator(M * packed.n * 2)
@@ -51,7 +51,7 @@ def test_int8_converter_exhaustive(dtype):
     qweight = formats.pack_gptq_qweight_int8(q).to(DEVICE)
     qzeros = formats.pack_gptq_zeros_int8(torch.zeros(K // G, N, dtype=torch.uint8)).to(DEVICE)
     scales = torch.ones(K // G, N, dtype=dtype, device=DEVICE)
-    packed = mixgemm.prepack(qweight, scales, qzeros, format="gptq", bits=8)
+    packed = mixgemm.prepack(qweight, scales, qzeros, format="gptq", bits=8, layout="sm80")
     eye = torch.eye(K, dtype=dtype, device=DEVICE)
     for config in mixgemm.compiled_configs(dtype, bits=8):
         out = mixgemm.gemm(eye, packed, config=config)
@@ -74,7 +74,7 @@ def test_int8_auto(G, dtype, symmetric):
 
 def test_int8_gpu_prepack_matches_cpu_reference():
     ckpt = checkpoint(256, 192, 64, torch.float16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", bits=8, layout="sm80")
     q = formats.unpack_gptq_qweight_int8(ckpt["qweight"].cpu())
     z = formats.unpack_gptq_zeros_int8(ckpt["qzeros"].cpu())
     ref_packed, _, ref_offsets = prepack_ref.prepack_int8_reference(q, ckpt["scales"].cpu(), z, 64)

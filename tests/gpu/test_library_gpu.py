@@ -44,7 +44,8 @@ def awq_layer(k=K, n=N, g=G, dtype=F16, config="auto"):
     """A QuantLinear from a fresh random AWQ checkpoint, with a bias; also returns the checkpoint."""
     ckpt = random_checkpoint(k, n, g, dtype)
     ckpt["bias"] = torch.randn(n, device=DEVICE).to(dtype)
-    layer = QuantLinear.from_awq(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], ckpt["bias"], config=config)
+    layer = QuantLinear.from_awq(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], ckpt["bias"], config=config,
+                                 layout="sm80")
     return layer, ckpt
 
 
@@ -67,7 +68,7 @@ def act_order_checkpoint(k=K, n=N, g=G, dtype=F16, seed=0):
 
 def test_opcheck_every_op():
     ckpt = random_checkpoint(K, N, G, F16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     x = random_activations(9, K, F16)
     bias = torch.randn(N, device=DEVICE).to(F16)
     weight = (packed.packed, packed.scales, packed.offsets)
@@ -80,7 +81,7 @@ def test_opcheck_every_op():
 
 def test_wrappers_equal_the_direct_api():
     ckpt = random_checkpoint(K, N, G, F16)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     x = random_activations(17, K, F16)
     bias = torch.randn(N, device=DEVICE).to(F16)
     triple = (ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
@@ -94,7 +95,7 @@ def test_wrappers_equal_the_direct_api():
 def test_compile_fullgraph_matches_eager_bitwise():
     ckpt = random_checkpoint(K, N, G, F16)
     triple = (ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
-    packed = mixgemm.prepack(*triple, G)
+    packed = mixgemm.prepack(*triple, G, layout="sm80")
     bias = torch.randn(N, device=DEVICE).to(F16)
     config = fixed_config(split=(2, "serial"))
 
@@ -122,7 +123,7 @@ def test_cuda_graph_capture_of_quant_linear(split):
     plain, _ = awq_layer(config=config)
     act_ckpt, _ = act_order_checkpoint(k=N, n=K)
     act_order = QuantLinear.from_gptq(act_ckpt["qweight"], act_ckpt["scales"], act_ckpt["qzeros"], act_ckpt["g_idx"],
-                                      act_ckpt["bias"], config=config)
+                                      act_ckpt["bias"], config=config, layout="sm80")
     model = torch.nn.Sequential(plain, act_order)  # K -> N -> K, the second with an x gather
     static_x = random_activations(M, K, F16)
     model(static_x)  # warm up outside capture (config choice, workspaces)
@@ -169,10 +170,10 @@ def test_from_safetensors_matches_dense(tmp_path, dtype):
 def test_from_gptq_equals_from_awq(v1):
     from_awq, ckpt = awq_layer()
     gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"], v1=v1)
-    from_gptq = QuantLinear.from_gptq(gq, ckpt["scales"], gz, bias=ckpt["bias"], v1=v1)
+    from_gptq = QuantLinear.from_gptq(gq, ckpt["scales"], gz, bias=ckpt["bias"], v1=v1, layout="sm80")
     # A g_idx that is just k // G (what non-act-order GPTQ checkpoints store) changes nothing.
     trivial = (torch.arange(K, device=DEVICE) // G).to(torch.int32)
-    with_g_idx = QuantLinear.from_gptq(gq, ckpt["scales"], gz, g_idx=trivial, bias=ckpt["bias"], v1=v1)
+    with_g_idx = QuantLinear.from_gptq(gq, ckpt["scales"], gz, g_idx=trivial, bias=ckpt["bias"], v1=v1, layout="sm80")
     assert with_g_idx.perm is None
     for M in (1, 16, 100):
         x = random_activations(M, K, F16)
@@ -183,13 +184,15 @@ def test_from_gptq_equals_from_awq(v1):
 
 def test_from_gptq_act_order():
     ckpt, w64 = act_order_checkpoint()
-    layer = QuantLinear.from_gptq(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], ckpt["g_idx"], ckpt["bias"])
+    layer = QuantLinear.from_gptq(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], ckpt["g_idx"], ckpt["bias"],
+                                  layout="sm80")
     assert layer.perm is not None
     x = random_activations(12, K, F16)
     out = layer(x)
     assert relative_error(out, x.to(torch.float64) @ w64 + ckpt["bias"].to(torch.float64)) < MATH_TOL[F16]
     # The library gathers x outside the op, ops.gemm inside: the same kernel on the same data.
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", g_idx=ckpt["g_idx"])
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", g_idx=ckpt["g_idx"],
+                             layout="sm80")
     assert torch.equal(out, mixgemm.gemm(x, packed, ckpt["bias"]))
 
 
@@ -197,7 +200,7 @@ def two_layer_model(config):
     first, _ = awq_layer(K, N, G, config=config)
     ckpt, _ = act_order_checkpoint(k=N, n=K)
     second = QuantLinear.from_gptq(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], ckpt["g_idx"], ckpt["bias"],
-                                   config=config)
+                                   config=config, layout="sm80")
     return torch.nn.Sequential(first, torch.nn.SiLU(), second)
 
 

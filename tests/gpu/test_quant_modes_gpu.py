@@ -40,7 +40,7 @@ def check_gemm(packed: mixgemm.PackedWeight, w_ref: torch.Tensor, M: int, dtype:
 def test_group_sizes(G, M, dtype):
     K, N = 1024, 256
     ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], layout="sm80")
     assert packed.group_size == G
     q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
     check_gemm(packed, formats.dequantize(q, ckpt["scales"], z, group_size=G), M, dtype)
@@ -50,7 +50,7 @@ def test_group_sizes(G, M, dtype):
 def test_group_size_32_every_config(config):
     K, N, G = 512, 320, 32
     ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G).items()}
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], layout="sm80")
     q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
     w = formats.dequantize(q, ckpt["scales"], z, group_size=G)
     for split in ((1, "none"), (3, "serial"), (2, "parallel")):
@@ -65,7 +65,7 @@ def test_symmetric_scale_only(fmt, dtype):
     q = torch.randint(0, 16, (K, N), dtype=torch.uint8)
     scales = random_scales(K // G, N, dtype)
     qweight = (formats.pack_awq(q) if fmt == "awq" else formats.pack_gptq_qweight(q)).to(DEVICE)
-    packed = mixgemm.prepack(qweight, scales, None, format=fmt)
+    packed = mixgemm.prepack(qweight, scales, None, format=fmt, layout="sm80")
     # The GPU prepack equals its reference twin bit for bit.
     ref_packed, _, ref_offsets = prepack_awq_reference(formats.pack_awq(q).to(DEVICE), scales, None, G)
     assert torch.equal(packed.packed, ref_packed)
@@ -85,7 +85,7 @@ def test_gptq_act_order(M, v1):
     g_idx = (torch.randperm(K) % groups).to(torch.int32)  # every group holds exactly G rows, scattered
     qweight = formats.pack_gptq_qweight(q).to(DEVICE)
     qzeros = formats.pack_gptq_zeros(z, v1=v1).to(DEVICE)
-    packed = mixgemm.prepack(qweight, scales, qzeros, format="gptq", gptq_v1=v1, g_idx=g_idx.to(DEVICE))
+    packed = mixgemm.prepack(qweight, scales, qzeros, format="gptq", gptq_v1=v1, g_idx=g_idx.to(DEVICE), layout="sm80")
     assert packed.perm is not None
     w = formats.dequantize(q.to(DEVICE), scales, z.to(DEVICE), g_idx=g_idx.to(DEVICE))
     check_gemm(packed, w, M, torch.float16)
@@ -96,8 +96,8 @@ def test_gptq_sorted_g_idx_needs_no_permutation():
     ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G).items()}
     gq, gz = formats.awq_to_gptq(ckpt["qweight"], ckpt["qzeros"])
     g_idx = (torch.arange(K, device=DEVICE) // G).to(torch.int32)
-    with_idx = mixgemm.prepack(gq, ckpt["scales"], gz, format="gptq", g_idx=g_idx)
-    without = mixgemm.prepack(gq, ckpt["scales"], gz, format="gptq")
+    with_idx = mixgemm.prepack(gq, ckpt["scales"], gz, format="gptq", g_idx=g_idx, layout="sm80")
+    without = mixgemm.prepack(gq, ckpt["scales"], gz, format="gptq", layout="sm80")
     assert with_idx.perm is None
     assert torch.equal(with_idx.packed, without.packed)
 
@@ -109,4 +109,4 @@ def test_act_order_with_unequal_groups_is_rejected():
     gq = torch.zeros(K // 8, N, dtype=torch.int32, device=DEVICE)
     scales = torch.ones(K // G, N, dtype=torch.float16, device=DEVICE)
     with pytest.raises(ValueError, match="every group of g_idx must hold exactly group_size = 64 rows"):
-        mixgemm.prepack(gq, scales, None, format="gptq", g_idx=g_idx)
+        mixgemm.prepack(gq, scales, None, format="gptq", g_idx=g_idx, layout="sm80")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import mixgemm
 from mixgemm import formats, sm90, sm90_layout
+from mixgemm.config import GemmConfig
 from gpu_helpers import DEVICE, poison_allocator, random_activations, relative_error
 
 pytestmark = pytest.mark.gpu
@@ -39,6 +41,11 @@ def _kernels(dtype, bits):
     except Exception:  # collection must not fail on a build without the extension
         return []
     return [pytest.param(c, id=c.name) for c in configs]
+
+
+def _awq(K, N, G, dtype=torch.float16):
+    ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
+    return ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G
 
 
 def _weight(K, N, G, dtype, bits, zeros):
@@ -131,10 +138,14 @@ def test_clear_errors_on_the_gpu():
         sm90.gemm_sm90(x[:, :128].contiguous(), packed)
     with pytest.raises(ValueError, match="bias"):
         sm90.gemm_sm90(x, packed, torch.zeros(64, dtype=torch.float16, device=DEVICE))
-    bad = sm90.Sm90Config(8, 128, 64, 1, 1, "coop", "persistent")
+    bad = GemmConfig.sm90(8, 128, 64, 1, 1, "coop", "persistent")
     with pytest.raises(ValueError, match="not compiled"):
         sm90.gemm_sm90(x, packed, config=bad)
-    import mixgemm
-
-    with pytest.raises(ValueError, match="this kernel takes only 'sm80'"):
-        mixgemm.gemm(x, packed)
+    sm80_config = mixgemm.compiled_configs(torch.float16, path="sm80")[0]
+    with pytest.raises(ValueError, match=r"\(sm80 path\) cannot read a weight in the 'sm90' layout"):
+        mixgemm.gemm(x, packed, config=sm80_config)
+    sm80_weight = mixgemm.prepack(*_awq(256, 128, 64), layout="sm80")
+    with pytest.raises(ValueError, match=r"packed must be an sm90-layout PackedWeight"):
+        sm90.gemm_sm90(x, sm80_weight)
+    with pytest.raises(ValueError, match=r"\(sm90 path\) cannot read a weight in the 'sm80' layout"):
+        mixgemm.gemm(x, sm80_weight, config=sm90.compiled_sm90_configs()[0])
