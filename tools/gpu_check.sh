@@ -5,6 +5,9 @@
 #
 #   bash tools/gpu_check.sh            # everything
 #   SKIP_SANITIZER=1 SKIP_BENCH=1 ...  # parts
+#   PYTEST_TARGETS="gpu/test_gemv_gpu.py" ...   # some tests only (paths under tests/)
+#   PROBE=1 ...                        # also tools/path_probe.py (every kernel path on the DESIGN shapes)
+#   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py)
 # Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
 # .whl/ (or already installed).
 set -uo pipefail
@@ -38,7 +41,8 @@ grep -E "spill|warning" "$OUT/build.log" | grep -v "0 bytes spill" | head -n 20 
 if [ $rc -ne 0 ]; then tail -n 40 "$OUT/build.log"; printf '%s\n' "${SUMMARY[@]}"; exit 1; fi
 
 # 2. Every test, GPU ones included (--require-gpu: a missing GPU is an error, not a deselection).
-( cd tests && python3 -m pytest -q --require-gpu -p no:cacheprovider --maxfail=20 . ) >"$OUT/pytest.log" 2>&1
+( cd tests && python3 -m pytest -q --require-gpu -p no:cacheprovider --maxfail=20 ${PYTEST_TARGETS:-.} ) \
+  >"$OUT/pytest.log" 2>&1
 rc=$?
 record pytest $rc "$(tail -n 1 "$OUT/pytest.log")"
 [ $rc -eq 0 ] || tail -n 60 "$OUT/pytest.log"
@@ -64,7 +68,13 @@ if [ -z "${SKIP_EXAMPLE:-}" ] && python3 -c "import transformers" 2>/dev/null; t
   tail -n 25 "$OUT/example.log"
 fi
 
-# 5. Short benchmark (DESIGN.md section 7 protocol; full tables in $OUT).
+# 5. The path probe (tools/path_probe.py), when asked for, then a short benchmark (DESIGN.md section 7
+# protocol; full tables in $OUT).
+if [ -n "${PROBE:-}" ]; then
+  python3 tools/path_probe.py ${PROBE_ARGS:-} >"$OUT/path_probe.log" 2>&1
+  record "path probe" $? "table in path_probe.log"
+  grep -E "best|wrote" "$OUT/path_probe.log"
+fi
 if [ -z "${SKIP_BENCH:-}" ]; then
   python3 -m mixgemm dequant --out "$OUT" >"$OUT/bench_dequant.log" 2>&1
   record "bench dequant" $? "$(tail -n 1 "$OUT/bench_dequant.log")"
@@ -72,6 +82,17 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   record "bench gemm" $? "table in bench.log"
   cat "$OUT/bench_dequant.log" "$OUT/bench.log"
 fi
+
+# 6. Nsight Compute, when asked for: the speed-of-light and occupancy sections of the auto path's kernel for
+# each "KxN:M:kernel-regex" in NCU (e.g. NCU="8192x28672:4096:device_kernel 8192x28672:1:gemv_kernel").
+for target in ${NCU:-}; do
+  IFS=: read -r shape m regex <<<"$target"
+  ncu -k "regex:$regex" -s 2 -c 1 --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
+    python3 tools/ncu_targets.py --shape "$shape" --m "$m" >"$OUT/ncu_${shape}_m${m}.log" 2>&1
+  record "ncu $shape M=$m" $? "ncu_${shape}_m${m}.log"
+  grep -E "Duration|Throughput|Pipe|Achieved Occupancy|Registers Per|Warp Cycles|Block Limit" \
+    "$OUT/ncu_${shape}_m${m}.log" | head -n 24
+done
 
 echo
 echo "==== mixgemm gpu_check summary ($(head -n 1 "$OUT/gpu.txt")) ===="

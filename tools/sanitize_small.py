@@ -2,9 +2,9 @@
 """A small run of every kernel, for compute-sanitizer (memcheck, racecheck) in tools/gpu_check.sh.
 
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
-tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split). On
-an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs need N % tile_n == 0; M = 17 leaves a
-partial token tile), with and without zero points, bias on.
+tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split),
+the decode path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
+need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on.
 """
 
 from __future__ import annotations
@@ -53,21 +53,24 @@ def main() -> int:
 
     mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
-    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     for config in mixgemm.compiled_configs(torch.float16):
         for split in ((1, "none"), (4, "serial"), (4, "parallel")):
             cfg = config.with_split_k(*split)
             check(cfg.name, mixgemm.gemm(x, packed, config=cfg), 3e-3)
-    # The decode path: only rows up to its tile_m, and serial split-K only (a 6-batch K split 4 ways leaves
-    # the last split one batch, and 4-warp blocks idle warps).
-    for config in mixgemm.compiled_configs(torch.float16, path="gemv"):
-        rows = slice(0, min(M, config.tile_m))
-        for split in ((1, "none"), (4, "serial")):
-            cfg = config.with_split_k(*split)
-            out = mixgemm.gemm(x[rows].contiguous(), packed, config=cfg)
-            err = ((out.double() - ref[rows]).norm() / ref[rows].norm()).item()
-            if not err < 3e-3:
-                failures.append(f"{cfg.name}: relative error {err:.2e}")
+    # The decode path on both weight layouts (the sm90 one is plain PyTorch to pack and mma.sync to run, so
+    # it needs no Hopper GPU): only rows up to its tile_m, and serial split-K only (a 6-batch K split 4 ways
+    # leaves the last split one batch, and 4-warp blocks idle warps).
+    sm90_packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm90")
+    for weight in (packed, sm90_packed):
+        for config in mixgemm.compiled_configs(torch.float16, path="gemv"):
+            rows = slice(0, min(M, config.tile_m))
+            for split in ((1, "none"), (4, "serial")):
+                cfg = config.with_split_k(*split)
+                out = mixgemm.gemm(x[rows].contiguous(), weight, config=cfg)
+                err = ((out.double() - ref[rows]).norm() / ref[rows].norm()).item()
+                if not err < 3e-3:
+                    failures.append(f"{cfg.name} ({weight.layout} layout): relative error {err:.2e}")
     from mixgemm import sm90
 
     if torch.cuda.get_device_capability() == (9, 0) and sm90.available():
