@@ -338,6 +338,15 @@ def write_model(folder, model, method, bits, G, symmetric, max_shard_bytes=40_00
     return logical
 
 
+def _check_against_reference(layer, bias, x, q, s, z, G, bits, name):
+    """A replaced layer's output against the float64 product with its checkpoint's dequantized weight."""
+    inp = x if layer.in_features == 128 else torch.randn(3, 192).to(F16)
+    ref = inp.double() @ formats.dequantize(q, s, z, G or layer.in_features, bits=bits)
+    ref = ref if bias is None else ref + bias.double()
+    err = (torch.linalg.vector_norm(layer(inp).double() - ref) / torch.linalg.vector_norm(ref)).item()
+    assert err < 3e-3, (name, err)
+
+
 @pytest.mark.parametrize("method,bits,G,symmetric", [c for c in CASES if c[2] in (64, None)])
 def test_replace_quantized_linears_end_to_end(cpu_kernels, tmp_path, method, bits, G, symmetric):
     torch.manual_seed(6)
@@ -353,12 +362,7 @@ def test_replace_quantized_linears_end_to_end(cpu_kernels, tmp_path, method, bit
     for name, (q, s, z) in logical.items():
         layer = fresh.get_submodule(name)
         assert isinstance(layer, QuantLinear)
-        inp = x if layer.in_features == 128 else torch.randn(3, 192).to(F16)
-        bias = source.get_submodule(name).bias
-        ref = inp.double() @ formats.dequantize(q, s, z, G or layer.in_features, bits=bits)
-        ref = ref if bias is None else ref + bias.double()
-        err = (torch.linalg.vector_norm(layer(inp).double() - ref) / torch.linalg.vector_norm(ref)).item()
-        assert err < 3e-3, (name, err)
+        _check_against_reference(layer, source.get_submodule(name).bias, x, q, s, z, G, bits, name)
 
 
 def test_replace_quantized_linears_errors(cpu_kernels, tmp_path):
@@ -420,12 +424,7 @@ def test_replace_quantized_linears_in_the_sm90_layout(monkeypatch, tmp_path, met
             "sm90", symmetric and method == "compressed-tensors", bits), name
         assert (torch.count_nonzero(layer.offsets) == 0) == symmetric, name
         assert layer.packed.shape == (layer.in_features // 16, layer.out_features // 16, 32, bits // 4)
-        inp = x if layer.in_features == 128 else torch.randn(3, 192).to(F16)
-        bias = source.get_submodule(name).bias
-        ref = inp.double() @ formats.dequantize(q, s, z, G or layer.in_features, bits=bits)
-        ref = ref if bias is None else ref + bias.double()
-        err = (torch.linalg.vector_norm(layer(inp).double() - ref) / torch.linalg.vector_norm(ref)).item()
-        assert err < 3e-3, (name, err)
+        _check_against_reference(layer, source.get_submodule(name).bias, x, q, s, z, G, bits, name)
     # One layer at a time, likewise.
     layer = load_layer(tmp_path, "model.layers.1.down_proj", device="cpu", layout="sm90")
     assert layer.layout == "sm90" and torch.equal(layer.packed, fresh.model.layers[1].down_proj.packed)
