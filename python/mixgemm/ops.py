@@ -240,6 +240,8 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4, layout: str
 def _launch(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
     """Runs ``plan`` on this call's tensors, allocating its workspace (and finding its semaphores)."""
     stream = current_stream(plan.device)
+    # The two trailing addresses: (workspace, its bytes) for an sm90 stream-K plan; else (split-K workspace,
+    # semaphores), which is also (0, 0) = "no workspace, 0 bytes" for an sm90 persistent plan.
     if plan.workspace_bytes:
         last = (out.new_empty(plan.workspace_bytes, dtype=torch.uint8).data_ptr(), plan.workspace_bytes)
     else:
