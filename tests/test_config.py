@@ -213,11 +213,13 @@ class TestSm90Config:
                    ((128, 128, 64, 1, 1, "coop", "persistent"), "scale"),
                    ((16, 128, 64, 1, 1, "coop", "streamk"), "offset")]
         monkeypatch.setattr(_C, "gemm_sm90_configs", lambda bf16, bits: list(entries))
-        compiled = config_module._compiled.__wrapped__(False, 4)  # uncached: the real registry stays cached
+        # Uncached (the real registry stays cached): _compiled reads the schedules through sm90_modes.
+        monkeypatch.setattr(config_module, "sm90_modes", config_module.sm90_modes.__wrapped__)
+        compiled = config_module._compiled.__wrapped__(False, 4)
         sm90 = [c for c in compiled if c.path == "sm90"]
         assert sm90 == [GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent"),
                         GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk")]
-        assert config_module.sm90_modes.__wrapped__(False, 4) == {
+        assert config_module.sm90_modes(False, 4) == {
             (128, 128, 64, 1, 1, "coop", "persistent"): ("offset", "scale"),
             (16, 128, 64, 1, 1, "coop", "streamk"): ("offset",)}
 

@@ -16,7 +16,9 @@ import torch
 
 SPLIT_K_MODES = ("none", "serial", "parallel")
 PATHS = ("sm80", "gemv", "sm90")
-# Which PackedWeight.layout each path's kernels read (cpp/include/mixgemm/gemv/weight_layouts.cuh).
+# The weight layouts (PackedWeight.layout) and which of them each path's kernels read
+# (cpp/include/mixgemm/gemv/weight_layouts.cuh).
+LAYOUTS = ("sm80", "sm90")
 LAYOUTS_OF_PATH = {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",)}
 # sm90 kernels: "coop" (two consumer warpgroups split one weight tile) or "pingpong" (they alternate
 # whole tiles); tile scheduler "persistent" or "streamk" (tools/generate_kernels.py).
@@ -157,8 +159,8 @@ def _compiled(bf16: bool, bits: int) -> tuple[GemmConfig, ...]:
 
     sm80 = tuple(GemmConfig(*t) for t in _C.gemm_configs(bf16, bits))
     gemv = tuple(GemmConfig.gemv(8 * m_tiles, warps) for m_tiles, warps in _C.gemv_configs(bf16, bits))
-    # The sm90 registry lists each schedule once per conversion mode compiled for it; one config each.
-    sm90 = tuple(dict.fromkeys(GemmConfig.sm90(*key) for key, _mode in _C.gemm_sm90_configs(bf16, bits)))
+    # One config per sm90 schedule, whatever conversion modes were compiled for it.
+    sm90 = tuple(GemmConfig.sm90(*key) for key in sm90_modes(bf16, bits))
     return sm80 + gemv + sm90
 
 

@@ -18,12 +18,12 @@ import torch
 from . import _checks
 from ._checks import ACT_DTYPES
 from ._runtime import current_stream, extension
+from .config import LAYOUTS
 
 _PACKED_STRIP_N = 64  # columns per packed strip
 _K_SLAB = 16  # K rows per packed slab (one mma k-step)
 # Words per lane per 16 x 64 packed block: 4 sub-blocks of 16 x 16, one word each (int4) or two (int8).
 _WORDS_PER_LANE = {4: 4, 8: 8}
-LAYOUTS = ("sm80", "sm90")
 
 
 @dataclasses.dataclass

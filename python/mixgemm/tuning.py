@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-from .config import GemmConfig
+from .config import LAYOUTS, GemmConfig
 
 # Preferred threadblock tile (tile_m, tile_n) per M bucket, best first, from `python -m mixgemm sweep`
 # on an H100 (BENCHMARKS.md). Small M is bandwidth bound: 16-row tiles waste the fewest mma rows, and
@@ -226,7 +226,7 @@ def cache_key(gpu_name: str, M: int, N: int, K: int, G: int, dtype, layout: str 
     """The cache key of one tuned problem, e.g. ``"NVIDIA H100 80GB HBM3|M16|N4096|K4096|G128|fp16"``; a
     weight layout other than sm80 is appended (``"...|fp16|sm90"``), so keys written before layouts existed
     still name the sm80 ones."""
-    if layout not in ("sm80", "sm90"):
+    if layout not in LAYOUTS:
         raise ValueError(f"tuning: layout must be 'sm80' or 'sm90', got {layout!r}")
     key = f"{gpu_name}|M{m_bucket(M)}|N{int(N)}|K{int(K)}|G{int(G)}|{_dtype_name(dtype)}"
     return key if layout == "sm80" else f"{key}|{layout}"

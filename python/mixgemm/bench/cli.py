@@ -18,6 +18,7 @@ import pathlib
 import re
 import sys
 
+from ..config import LAYOUTS
 from . import metrics, report
 from .timing import MIN_REPS
 
@@ -176,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--shape", type=parse_shape, required=True, help="KxN")
         p.add_argument("--m", type=parse_ms, default=list(DESIGN_MS), help="M values (DESIGN.md s.7's list)")
         p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-        p.add_argument("--layout", choices=("auto", "sm80", "sm90", "all"), default="auto" if name == "tune" else "all",
+        p.add_argument("--layout", choices=("auto", *LAYOUTS, "all"), default="auto" if name == "tune" else "all",
                        help="weight layouts whose paths compete: the GPU's own ('auto'), one, or every layout "
                             f"this GPU runs ('all'); default {'auto' if name == 'tune' else 'all'}")
     tune = sub.choices["tune"]
@@ -439,7 +440,7 @@ def sweep_layouts(choice: str, K: int, N: int, G: int, dtype) -> list[str]:
     if choice == "auto":
         return [own]
     if choice == "all":
-        return ["sm80", "sm90"] if own == "sm90" else ["sm80"]
+        return list(LAYOUTS) if own == "sm90" else ["sm80"]
     return [choice]
 
 
