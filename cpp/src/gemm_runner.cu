@@ -51,34 +51,38 @@ WorkspaceSize workspace_size(const TileConfig& config, int M, int N, int split_k
 }
 
 void can_implement(const TileConfig& config, const GemmArgs& args) {
-  const std::string fn = "gemm: ";
-  require(args.bits == 4 || args.bits == 8, fn + "weight bits must be 4 or 8, got " + std::to_string(args.bits));
-  require(args.layout == WeightLayout::kSm80, fn + "the sm80 path reads only sm80-layout weights");
+  // Messages are built only for a broken rule (lambdas): this runs on every launch.
+  const auto fn = [](const std::string& rule) { return "gemm: " + rule; };
+  require(args.bits == 4 || args.bits == 8,
+          [&] { return fn("weight bits must be 4 or 8, got " + std::to_string(args.bits)); });
+  require(args.layout == WeightLayout::kSm80, [&] { return fn("the sm80 path reads only sm80-layout weights"); });
   require(find_entry(config, args.act, args.bits) != nullptr,
-          fn + "config " + config.name() + " is not compiled into this build for this activation dtype");
-  require(args.M >= 1, fn + "M (rows of x) must be >= 1");
-  require(args.N >= 64 && args.N % 64 == 0, fn + "N must be a positive multiple of 64 (packed strip width)");
+          [&] { return fn("config " + config.name() + " is not compiled into this build for this activation dtype"); });
+  require(args.M >= 1, [&] { return fn("M (rows of x) must be >= 1"); });
+  require(args.N >= 64 && args.N % 64 == 0, [&] { return fn("N must be a positive multiple of 64 (packed strip width)"); });
   require(args.K >= threadblock::kTileK && args.K % threadblock::kTileK == 0,
-          fn + "K must be a positive multiple of 64 (the main loop's k-tile)");
+          [&] { return fn("K must be a positive multiple of 64 (the main loop's k-tile)"); });
   require(args.group_size >= threadblock::kQuantK && args.group_size % threadblock::kQuantK == 0 &&
               args.K % args.group_size == 0,
-          fn + "group_size must be a multiple of 32 that divides K");
+          [&] { return fn("group_size must be a multiple of 32 that divides K"); });
   const int k_tiles = args.K / threadblock::kTileK;
   require(args.split_k >= 1 && args.split_k <= k_tiles,
-          fn + "split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]");
-  require((args.split_k == 1) == (args.mode == SplitKMode::kNone),
-          fn + "split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'");
-  require(args.split_k <= 65535, fn + "split_k must be <= 65535 (grid z limit)");
-  require(ceil_div(args.N, config.tile_n) <= 65535, fn + "N / tile_n must be <= 65535 (grid y limit)");
-  require(args.A && args.B && args.scales && args.offsets && args.D, fn + "x, packed weight, scales, offsets "
-          "and output pointers must be non-null");
+          [&] { return fn("split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]"); });
+  require((args.split_k == 1) == (args.mode == SplitKMode::kNone), [&] {
+    return fn("split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'");
+  });
+  require(args.split_k <= 65535, [&] { return fn("split_k must be <= 65535 (grid z limit)"); });
+  require(ceil_div(args.N, config.tile_n) <= 65535, [&] { return fn("N / tile_n must be <= 65535 (grid y limit)"); });
+  require(args.A && args.B && args.scales && args.offsets && args.D,
+          [&] { return fn("x, packed weight, scales, offsets and output pointers must be non-null"); });
   require(aligned(args.A, 16) && aligned(args.B, 16) && aligned(args.scales, 16) && aligned(args.offsets, 16),
-          fn + "x, packed weight, scales and offsets must be 16-byte aligned (cp.async 16-byte copies)");
-  require(aligned(args.D, 4) && aligned(args.bias, 4), fn + "output and bias must be 4-byte aligned");
+          [&] { return fn("x, packed weight, scales and offsets must be 16-byte aligned (cp.async 16-byte copies)"); });
+  require(aligned(args.D, 4) && aligned(args.bias, 4), [&] { return fn("output and bias must be 4-byte aligned"); });
   const WorkspaceSize need = workspace_size(config, args.M, args.N, args.split_k, args.mode);
   require(need.floats == 0 || (args.workspace != nullptr && aligned(args.workspace, 16)),
-          fn + "this split-K mode needs a 16-byte aligned fp32 workspace");
-  require(need.semaphores == 0 || args.semaphores != nullptr, fn + "serial split-K needs a semaphore buffer");
+          [&] { return fn("this split-K mode needs a 16-byte aligned fp32 workspace"); });
+  require(need.semaphores == 0 || args.semaphores != nullptr,
+          [&] { return fn("serial split-K needs a semaphore buffer"); });
 }
 
 void run_gemm(const TileConfig& config, const GemmArgs& args, cudaStream_t stream) {

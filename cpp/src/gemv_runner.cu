@@ -62,31 +62,38 @@ gemm::WorkspaceSize workspace_size(int M, int N, int split_k) {
 }
 
 void can_implement(const GemvConfig& config, const gemm::GemmArgs& args) {
-  const std::string fn = "gemm (decode path): ";
-  require(args.bits == 4 || args.bits == 8, fn + "weight bits must be 4 or 8, got " + std::to_string(args.bits));
-  require(args.M >= 1 && args.M <= config.max_rows(),
-          fn + "M (rows of x) must be in [1, " + std::to_string(config.max_rows()) + "] for " + config.name() +
+  // Messages are built only for a broken rule (lambdas): this runs on every launch.
+  const auto fn = [](const std::string& rule) { return "gemm (decode path): " + rule; };
+  require(args.bits == 4 || args.bits == 8,
+          [&] { return fn("weight bits must be 4 or 8, got " + std::to_string(args.bits)); });
+  require(args.M >= 1 && args.M <= config.max_rows(), [&] {
+    return fn("M (rows of x) must be in [1, " + std::to_string(config.max_rows()) + "] for " + config.name() +
               ", got " + std::to_string(args.M));
-  require(args.N >= kStripN && args.N % kStripN == 0, fn + "N must be a positive multiple of 64 (packed strip width)");
-  require(args.K >= kBatchK && args.K % kBatchK == 0, fn + "K must be a positive multiple of 64 (the k-batch)");
+  });
+  require(args.N >= kStripN && args.N % kStripN == 0,
+          [&] { return fn("N must be a positive multiple of 64 (packed strip width)"); });
+  require(args.K >= kBatchK && args.K % kBatchK == 0,
+          [&] { return fn("K must be a positive multiple of 64 (the k-batch)"); });
   require(args.group_size >= kHalfK && args.group_size % kHalfK == 0 && args.K % args.group_size == 0,
-          fn + "group_size must be a multiple of 32 that divides K");
-  require(find_entry(config, args.act, args.bits, halves_for(args.group_size), args.layout) != nullptr,
-          fn + "config " + config.name() + " is not compiled into this build for this dtype, weight width and "
+          [&] { return fn("group_size must be a multiple of 32 that divides K"); });
+  require(find_entry(config, args.act, args.bits, halves_for(args.group_size), args.layout) != nullptr, [&] {
+    return fn("config " + config.name() + " is not compiled into this build for this dtype, weight width and "
               "weight layout");
+  });
   const int batches = args.K / kBatchK;
   require(args.split_k >= 1 && args.split_k <= batches && args.split_k <= 65535,
-          fn + "split_k must be in [1, K / 64 = " + std::to_string(batches) + "]");
-  require(args.mode == (args.split_k == 1 ? gemm::SplitKMode::kNone : gemm::SplitKMode::kSerial),
-          fn + "split_k == 1 needs split_k_mode 'none' and split_k > 1 needs 'serial' (in-kernel reduction)");
+          [&] { return fn("split_k must be in [1, K / 64 = " + std::to_string(batches) + "]"); });
+  require(args.mode == (args.split_k == 1 ? gemm::SplitKMode::kNone : gemm::SplitKMode::kSerial), [&] {
+    return fn("split_k == 1 needs split_k_mode 'none' and split_k > 1 needs 'serial' (in-kernel reduction)");
+  });
   require(args.A && args.B && args.scales && args.offsets && args.D,
-          fn + "x, packed weight, scales, offsets and output pointers must be non-null");
+          [&] { return fn("x, packed weight, scales, offsets and output pointers must be non-null"); });
   require(aligned(args.A, 4) && aligned(args.B, 16) && aligned(args.scales, 2) && aligned(args.offsets, 2),
-          fn + "x must be 4-byte aligned and the packed weight 16-byte aligned");
-  require(aligned(args.D, 2) && aligned(args.bias, 2), fn + "output and bias must be 2-byte aligned");
+          [&] { return fn("x must be 4-byte aligned and the packed weight 16-byte aligned"); });
+  require(aligned(args.D, 2) && aligned(args.bias, 2), [&] { return fn("output and bias must be 2-byte aligned"); });
   if (args.split_k > 1)
     require(args.workspace != nullptr && args.semaphores != nullptr,
-            fn + "split_k > 1 needs the fp32 workspace and the semaphore buffer");
+            [&] { return fn("split_k > 1 needs the fp32 workspace and the semaphore buffer"); });
 }
 
 void run_gemv(const GemvConfig& config, const gemm::GemmArgs& args, cudaStream_t stream) {

@@ -78,28 +78,38 @@ std::vector<CompiledKernel> compiled(ActType act, int bits) {
 }
 
 void can_implement(const Config& config, const Args& args) {
-  const std::string fn = "gemm_sm90: ";
-  require(args.bits == 4 || args.bits == 8, fn + "weight bits must be 4 or 8, got " + std::to_string(args.bits));
-  require(find_entry(config, args.act, args.bits, mode_of(args)) != nullptr,
-          fn + "config " + config.name() + " is not compiled into this build for this activation dtype, " +
+  // Messages are built only for a broken rule (lambdas): this runs on every launch.
+  const auto fn = [](const std::string& rule) { return "gemm_sm90: " + rule; };
+  require(args.bits == 4 || args.bits == 8,
+          [&] { return fn("weight bits must be 4 or 8, got " + std::to_string(args.bits)); });
+  require(find_entry(config, args.act, args.bits, mode_of(args)) != nullptr, [&] {
+    return fn("config " + config.name() + " is not compiled into this build for this activation dtype, " +
               std::to_string(args.bits) + "-bit weights and " +
               (args.offsets ? "zero-point (offset)" : "scale-only") + " mode");
-  require(args.M >= 1, fn + "M (rows of x) must be >= 1");
-  require(args.N >= config.tile_n && args.N % config.tile_n == 0,
-          fn + "N must be a positive multiple of the config's tile_n = " + std::to_string(config.tile_n) +
+  });
+  require(args.M >= 1, [&] { return fn("M (rows of x) must be >= 1"); });
+  require(args.N >= config.tile_n && args.N % config.tile_n == 0, [&] {
+    return fn("N must be a positive multiple of the config's tile_n = " + std::to_string(config.tile_n) +
               ", got " + std::to_string(args.N));
+  });
   require(args.K >= kTileK && args.K % kTileK == 0,
-          fn + "K must be a positive multiple of 64 (the k-tile), got " + std::to_string(args.K));
+          [&] { return fn("K must be a positive multiple of 64 (the k-tile), got " + std::to_string(args.K)); });
   require(args.group_size == args.K ||
               (args.group_size >= kTileK && args.group_size % kTileK == 0 && args.K % args.group_size == 0),
-          fn + "group_size must be K or a multiple of 64 that divides K (the collective reloads scales per "
-               "whole k-tile), got " + std::to_string(args.group_size));
-  require(args.A && args.B && args.scales && args.D, fn + "x, packed weight, scales and output pointers must be "
-          "non-null");
+          [&] {
+            return fn("group_size must be K or a multiple of 64 that divides K (the collective reloads scales per "
+                      "whole k-tile), got " + std::to_string(args.group_size));
+          });
+  require(args.A && args.B && args.scales && args.D,
+          [&] { return fn("x, packed weight, scales and output pointers must be non-null"); });
   require(aligned16(args.A) && aligned16(args.B) && aligned16(args.scales) && aligned16(args.offsets) &&
               aligned16(args.D) && aligned16(args.bias),
-          fn + "x, packed weight, scales, offsets, output and bias must be 16-byte aligned (TMA and vector loads)");
-  require(args.workspace_bytes >= 0 && aligned16(args.workspace), fn + "workspace must be 16-byte aligned");
+          [&] {
+            return fn("x, packed weight, scales, offsets, output and bias must be 16-byte aligned (TMA and vector "
+                      "loads)");
+          });
+  require(args.workspace_bytes >= 0 && aligned16(args.workspace),
+          [&] { return fn("workspace must be 16-byte aligned"); });
 }
 
 int64_t workspace_size(const Config& config, const Args& args) {

@@ -7,14 +7,24 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace mixgemm {
 
 // Throws std::invalid_argument with `message` unless `condition` holds.
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument(message);
+}
+
+// The same with a message built only when the rule is broken: `message` is a function returning it. The
+// runners' can_implement runs on every launch, and building each rule's text there (a dozen string
+// allocations per call) cost the host more than the launch itself (issue 9).
+template <typename MakeMessage, typename = std::enable_if_t<std::is_invocable_r_v<std::string, MakeMessage>>>
+inline void require(bool condition, MakeMessage&& message) {
+  if (!condition) throw std::invalid_argument(message());
 }
 
 // Messages are built with std::string and std::to_string, never iostreams: inside a Python process
@@ -31,7 +41,10 @@ inline void check_cuda(cudaError_t status, const char* what) {
 
 // Throws std::runtime_error when no usable CUDA device is visible, before anything is launched: on a
 // machine without a GPU every kernel entry point fails with this message instead of a CUDA crash.
+// A success is remembered: devices do not disappear from a running process, and this runs on every launch.
 inline void require_cuda_device() {
+  static std::atomic<bool> seen{false};
+  if (seen.load(std::memory_order_relaxed)) return;
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -40,6 +53,7 @@ inline void require_cuda_device() {
                              cudaGetErrorString(status) + ", devices: " + std::to_string(count) +
                              "); mixgemm's kernels need an NVIDIA GPU of compute capability >= 8.0");
   }
+  seen.store(true, std::memory_order_relaxed);
 }
 
 // Checks the launch that was just issued (bad configuration, missing kernel image for this GPU).

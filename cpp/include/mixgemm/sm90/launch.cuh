@@ -68,12 +68,15 @@ template <class Types>
 void launch(const Args& a, cudaStream_t stream) {
   using Gemm = typename Types::Gemm;
   const auto arguments = make_arguments<Types>(a);
-  require(Gemm::can_implement(arguments) == cutlass::Status::kSuccess,
-          "gemm_sm90: CUTLASS rejects this problem for the chosen config (alignment, group size or tile rules)");
+  require(Gemm::can_implement(arguments) == cutlass::Status::kSuccess, [] {
+    return std::string("gemm_sm90: CUTLASS rejects this problem for the chosen config (alignment, group size or "
+                       "tile rules)");
+  });
   const int64_t need = static_cast<int64_t>(Gemm::get_workspace_size(arguments));
-  require(need <= a.workspace_bytes && (need == 0 || a.workspace != nullptr),
-          "gemm_sm90: this config needs a workspace of " + std::to_string(need) + " bytes, got " +
-              std::to_string(a.workspace_bytes));
+  require(need <= a.workspace_bytes && (need == 0 || a.workspace != nullptr), [&] {
+    return "gemm_sm90: this config needs a workspace of " + std::to_string(need) + " bytes, got " +
+           std::to_string(a.workspace_bytes);
+  });
   Gemm gemm;
   cutlass::Status status = gemm.initialize(arguments, a.workspace, stream);
   if (status != cutlass::Status::kSuccess)

@@ -4,6 +4,9 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "mixgemm/common/check.h"
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemm/kernel/gemm_mixed.cuh"
@@ -17,10 +20,17 @@ template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int 
 void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
   using Loop = threadblock::Mainloop<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
   auto* kernel_fn = kernel::gemm_mixed_kernel<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
-  // Above 48 KiB a kernel must opt in to its dynamic shared memory (per kernel, once is enough, but the
-  // call is cheap and keeps this stateless).
-  check_cuda(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Loop::kSharedBytes),
-             "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  // Above 48 KiB a kernel must opt in to its dynamic shared memory, once per kernel and device: a bit per
+  // device remembers it, since the driver call on every launch cost host time (issue 9).
+  static std::atomic<uint64_t> opted_in{0};
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;  // beyond 64 devices: every launch opts in
+  if (!(opted_in.load(std::memory_order_relaxed) & bit)) {
+    check_cuda(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Loop::kSharedBytes),
+               "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
 
   const int k_tiles = args.K / threadblock::kTileK;
   kernel::KernelParams params{args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.workspace,
