@@ -70,6 +70,7 @@ class FakeGPU:
         self.calls = Counter()
         self.launches = []
         self.workspace_queries = []
+        self.capturing = False  # what stream_capturing() answers
 
     def counted(self, name, fn):
         def wrapper(*args, **kwargs):
@@ -80,23 +81,33 @@ class FakeGPU:
     def launch(self, tile, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
                mode, bf16, stream, bits, path="sm80", sm90_layout=False):
         self.launches.append(dict(path=path, tile=tile, M=M, N=N, K=K, split_k=split_k, mode=mode, bias=bias != 0,
-                                  workspace=workspace != 0, semaphores=semaphores != 0, offsets=offsets,
+                                  workspace=workspace != 0, workspace_address=workspace, semaphores=semaphores != 0,
+                                  offsets=offsets,
                                   sm90_layout=sm90_layout))
 
-    def launch_gemv(self, key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
-                    bf16, stream, bits, sm90_layout):
-        # The decode path's entry point has no mode argument: it reduces split-K in-kernel ("serial"). Its
-        # last argument says which weight layout the kernel reads.
-        self.launch(key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
-                    "none" if split_k == 1 else "serial", bf16, stream, bits, "gemv", sm90_layout)
+    # The extension's prepared launches (one per plan): each returns the callable a call hands its addresses.
+    def prepare_gemm(self, tile, M, N, K, G, split_k, mode, bf16, bits=4):
+        def run(x, packed, scales, offsets, bias, out, workspace, semaphores, stream):
+            self.launch(tile, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k, mode,
+                        bf16, stream, bits)
+        return run
 
-    def launch_sm90(self, tile, x, packed, scales, offsets, bias, out, workspace, workspace_bytes, M, N, K, G,
-                    bf16, bits, stream):
+    def prepare_gemv(self, key, M, N, K, G, split_k, bf16, bits, sm90_layout):
+        # The decode path has no mode argument: it reduces split-K in-kernel ("serial"). Its last argument
+        # says which weight layout the kernel reads.
+        def run(x, packed, scales, offsets, bias, out, workspace, semaphores, stream):
+            self.launch(key, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
+                        "none" if split_k == 1 else "serial", bf16, stream, bits, "gemv", sm90_layout)
+        return run
+
+    def prepare_gemm_sm90(self, tile, M, N, K, G, bf16, bits):
         # The sm90 GEMM: stream-K's workspace and its size in bytes instead of split-K buffers.
-        assert (workspace != 0) == (workspace_bytes > 0)
-        self.launch(tile, x, packed, scales, offsets, bias, out, workspace, 0, M, N, K, G, 1, "none", bf16, stream,
-                    bits, "sm90", True)
-        self.launches[-1]["workspace_bytes"] = workspace_bytes
+        def run(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, stream):
+            assert (workspace != 0) == (workspace_bytes > 0)
+            self.launch(tile, x, packed, scales, offsets, bias, out, workspace, 0, M, N, K, G, 1, "none", bf16,
+                        stream, bits, "sm90", True)
+            self.launches[-1]["workspace_bytes"] = workspace_bytes
+        return run
 
     def sm90_workspace_size(self, tile, M, N, K, G, bf16, bits, zero_points):
         self.workspace_queries.append(dict(tile=tile, M=M, zero_points=zero_points))
@@ -128,14 +139,16 @@ def gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(ops, "check_packed_tensors", fake.counted("check_packed_tensors", ops.check_packed_tensors))
     # The launch: the stream handle and the kernel.
     monkeypatch.setattr(ops, "current_stream", fake.counted("ops.current_stream", lambda device: 0))
-    monkeypatch.setattr(_C, "gemm", fake.launch)
-    monkeypatch.setattr(_C, "gemv", fake.launch_gemv)  # the decode path, which "auto" takes for M <= 8
-    monkeypatch.setattr(_C, "gemm_sm90", fake.launch_sm90)  # the GEMM of sm90-layout weights
+    monkeypatch.setattr(_C, "prepare_gemm", fake.prepare_gemm)
+    monkeypatch.setattr(_C, "prepare_gemv", fake.prepare_gemv)  # the decode path, which "auto" takes for M <= 8
+    monkeypatch.setattr(_C, "prepare_gemm_sm90", fake.prepare_gemm_sm90)  # the GEMM of sm90-layout weights
+    monkeypatch.setattr(ops, "stream_capturing", fake.counted("stream_capturing", lambda: fake.capturing))
     monkeypatch.setattr(_C, "gemm_sm90_workspace_size", fake.sm90_workspace_size)
     # Fresh caches for this test only (monkeypatch puts the process's back afterwards).
     monkeypatch.setattr(ops, "_plans", {})
     monkeypatch.setattr(ops, "_devices", {})
     monkeypatch.setattr(ops, "_semaphores", {})
+    monkeypatch.setattr(ops, "_workspaces", {})
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))
     return fake
 
@@ -440,3 +453,48 @@ def test_quant_linear_keeps_the_layout(sm90_build):
     assert targets.count("mixgemm.gemm.default") == 2, targets
     launched = gpu.launches[before:]
     assert [(l["path"], l["offsets"] == 0) for l in launched] == [("sm90", True), ("sm90", False)]
+
+
+# --- Workspaces (issue 9): one per (device, stream) for eager calls, a fresh one under graph capture ------------
+
+
+def split_config(split_k=2):
+    return mixgemm.compiled_configs(F16)[0].with_split_k(split_k, "parallel")
+
+
+def test_eager_split_k_calls_share_one_workspace(gpu):
+    w, x = packed_weight(), torch.zeros(4, K, dtype=F16)
+    for _ in range(3):
+        mixgemm.gemm(x, w, config=split_config())
+    addresses = {launch["workspace_address"] for launch in gpu.launches}
+    assert len(addresses) == 1 and 0 not in addresses
+    assert list(ops._workspaces) == [(torch.device("cpu"), 0)]  # the fake GPU's device and stream handle
+    # A call that needs more replaces it with a larger buffer, which later calls share.
+    small = ops._workspaces[(torch.device("cpu"), 0)].numel()
+    big_x = torch.zeros(small // (4 * N * 2) + 8, K, dtype=F16)
+    mixgemm.gemm(big_x, w, config=split_config())
+    assert ops._workspaces[(torch.device("cpu"), 0)].numel() >= 4 * N * 2 * big_x.shape[0]
+    mixgemm.gemm(x, w, config=split_config())
+    assert gpu.launches[-1]["workspace_address"] == gpu.launches[-2]["workspace_address"]
+
+
+def test_a_capturing_call_gets_its_own_workspace(gpu):
+    w, x = packed_weight(), torch.zeros(4, K, dtype=F16)
+    mixgemm.gemm(x, w, config=split_config())
+    shared = gpu.launches[-1]["workspace_address"]
+    gpu.capturing = True  # a CUDA graph's capture: its buffers must come from the graph's own pool
+    mixgemm.gemm(x, w, config=split_config())
+    assert gpu.launches[-1]["workspace_address"] not in (0, shared)
+    assert gpu.calls["stream_capturing"] == 2
+
+
+def test_large_workspaces_are_not_kept(gpu, monkeypatch):
+    monkeypatch.setattr(ops, "_MAX_CACHED_WORKSPACE_BYTES", 1024)
+    w = packed_weight()
+    mixgemm.gemm(torch.zeros(4, K, dtype=F16), w, config=split_config())  # 2 x 4 x 128 fp32 = 4 KiB
+    assert gpu.launches[-1]["workspace"] and ops._workspaces == {}
+
+
+def test_calls_without_split_k_take_no_workspace(gpu):
+    mixgemm.gemm(torch.zeros(4, K, dtype=F16), packed_weight(), config=mixgemm.compiled_configs(F16)[0])
+    assert not gpu.launches[-1]["workspace"] and gpu.calls["stream_capturing"] == 0 and ops._workspaces == {}

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -111,6 +112,46 @@ mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::u
   args.M = M, args.N = N, args.K = K, args.group_size = group_size;
   args.act = act_of(bf16);
   args.bits = bits;
+  return args;
+}
+
+// One plan's launch (python/mixgemm/ops.py, _Plan), bound once: the path, config and sizes of a call shape
+// live here, so an eager call hands over only its addresses and stream. pybind11 converts every argument of
+// every call, and the raw entry points' 16-18 arguments (config tuples, mode strings) cost the host more
+// than the launch itself (issue 9). `run` goes through the same runner (and its rule checks) as they do.
+struct PreparedLaunch {
+  // The addresses of one call. `extra` is the split-K semaphores' address on the sm80 and decode paths and
+  // the workspace's size in bytes on the sm90 path.
+  struct Addresses {
+    std::uintptr_t x, packed, scales, offsets, bias, out, workspace, extra;
+  };
+  std::string description;
+  std::function<void(const Addresses&, cudaStream_t)> run;
+};
+
+// The sizes every call of a shape shares, in the sm80 and decode paths' GemmArgs.
+mixgemm::gemm::GemmArgs shape_args(int M, int N, int K, int group_size, int split_k, mixgemm::gemm::SplitKMode mode,
+                                   bool bf16, int bits, mixgemm::gemm::WeightLayout layout) {
+  mixgemm::gemm::GemmArgs args;
+  args.M = M, args.N = N, args.K = K, args.group_size = group_size;
+  args.split_k = split_k;
+  args.mode = mode;
+  args.act = act_of(bf16);
+  args.bits = bits;
+  args.layout = layout;
+  return args;
+}
+
+// `shape` with one call's addresses filled in.
+mixgemm::gemm::GemmArgs with_addresses(mixgemm::gemm::GemmArgs args, const PreparedLaunch::Addresses& a) {
+  args.A = ptr<const void>(a.x);
+  args.B = ptr<const int32_t>(a.packed);
+  args.scales = ptr<const void>(a.scales);
+  args.offsets = ptr<const void>(a.offsets);
+  args.bias = ptr<const void>(a.bias);
+  args.D = ptr<void>(a.out);
+  args.workspace = ptr<float>(a.workspace);
+  args.semaphores = ptr<int32_t>(a.extra);
   return args;
 }
 
@@ -264,6 +305,68 @@ PYBIND11_MODULE(_C, m) {
       py::arg("sm90_layout") = false,
       "the decode path: out[M, N] = x @ dequant(W) (+ bias) for M <= 8 * m_tiles, on a weight in the sm80 "
       "layout (prepack) or, with sm90_layout, the sm90 one");
+
+  // --- Prepared launches (issue 9): one per plan, called with the addresses of each call ---
+  py::class_<PreparedLaunch>(m, "PreparedLaunch",
+                             "a call shape's launch with its config and sizes bound; call it with (x, packed, "
+                             "scales, offsets, bias, out, workspace, extra, stream) addresses, extra being the "
+                             "split-K semaphores (sm80, decode) or the workspace's bytes (sm90)")
+      .def("__call__",
+           [](const PreparedLaunch& launch, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
+              std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
+              std::uintptr_t extra, std::uintptr_t stream) {
+             launch.run({x, packed, scales, offsets, bias, out, workspace, extra}, stream_of(stream));
+           })
+      .def("__repr__", [](const PreparedLaunch& launch) { return "<PreparedLaunch " + launch.description + ">"; });
+
+  m.def(
+      "prepare_gemm",
+      [](const ConfigTuple& config, int M, int N, int K, int group_size, int split_k, const std::string& mode,
+         bool bf16, int bits) {
+        const auto tile = config_of(config);
+        const auto shape = shape_args(M, N, K, group_size, split_k, split_k_mode_of(mode), bf16, bits,
+                                      mixgemm::gemm::WeightLayout::kSm80);
+        return PreparedLaunch{"sm80 " + tile.name() + " M=" + std::to_string(M),
+                              [tile, shape](const PreparedLaunch::Addresses& a, cudaStream_t stream) {
+                                mixgemm::gemm::run_gemm(tile, with_addresses(shape, a), stream);
+                              }};
+      },
+      py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("split_k"),
+      py::arg("split_k_mode"), py::arg("bf16"), py::arg("bits") = 4, "gemm's launch for one call shape");
+
+  m.def(
+      "prepare_gemv",
+      [](const GemvTuple& config, int M, int N, int K, int group_size, int split_k, bool bf16, int bits,
+         bool sm90_layout) {
+        namespace g = mixgemm::gemm;
+        const auto decode = gemv_config_of(config);
+        const auto shape = shape_args(M, N, K, group_size, split_k,
+                                      split_k > 1 ? g::SplitKMode::kSerial : g::SplitKMode::kNone, bf16, bits,
+                                      sm90_layout ? g::WeightLayout::kSm90 : g::WeightLayout::kSm80);
+        return PreparedLaunch{"decode " + decode.name() + " M=" + std::to_string(M),
+                              [decode, shape](const PreparedLaunch::Addresses& a, cudaStream_t stream) {
+                                mixgemm::gemv::run_gemv(decode, with_addresses(shape, a), stream);
+                              }};
+      },
+      py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("split_k"),
+      py::arg("bf16"), py::arg("bits") = 4, py::arg("sm90_layout") = false, "gemv's launch for one call shape");
+
+  m.def(
+      "prepare_gemm_sm90",
+      [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits) {
+        const auto sm90 = sm90_config_of(config);
+        return PreparedLaunch{"sm90 " + sm90.name() + " M=" + std::to_string(M),
+                              [sm90, M, N, K, group_size, bf16, bits](const PreparedLaunch::Addresses& a,
+                                                                      cudaStream_t stream) {
+                                mixgemm::sm90::run(sm90,
+                                                   sm90_args_of(a.x, a.packed, a.scales, a.offsets, a.bias, a.out,
+                                                                a.workspace, static_cast<int64_t>(a.extra), M, N,
+                                                                K, group_size, bf16, bits),
+                                                   stream);
+                              }};
+      },
+      py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
+      py::arg("bits"), "gemm_sm90's launch for one call shape");
 
   // --- sm90 path (wgmma + TMA, CUTLASS 3.x; sm_90a builds only) ---
   m.def("sm90_available", &mixgemm::sm90::available, "whether this build holds the sm90 path's kernels");

@@ -8,6 +8,7 @@ import torch
 # The raw handle straight from torch's C++ side (what torch.compile's generated code uses): the public
 # torch.cuda.current_stream() builds a Stream object first, microseconds that every launch would pay.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
 _extension = None
 
 
@@ -16,6 +17,14 @@ def current_stream(device: torch.device) -> int:
     if _raw_stream is not None and device.index is not None:
         return _raw_stream(device.index)
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def stream_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (torch.cuda.is_current_stream_capturing without
+    its Python wrapper)."""
+    if _capturing is not None:
+        return _capturing()
+    return torch.cuda.is_current_stream_capturing()
 
 
 def extension():

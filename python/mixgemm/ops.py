@@ -14,7 +14,7 @@ import torch
 
 from . import _checks, tuning
 from ._checks import ACT_DTYPES, ALIGNMENT_BYTES
-from ._runtime import current_stream, extension
+from ._runtime import current_stream, extension, stream_capturing
 from .config import GemmConfig
 from .packing import PackedWeight, check_packed_weight, check_packed_tensors
 
@@ -97,23 +97,19 @@ class _WeightState:
 class _Plan:
     """How to run one (weight shape and dtype, device, M, config argument): resolved once, then reused.
 
-    A launch is ``entry(*head, <the call's device addresses>, *middle, stream, *tail)``: ``entry`` is the
-    path's extension function and the three tuples hold every argument that is the same on each call, so a
-    call computes nothing about its config. The addresses are x, packed, scales, offsets (0 for the sm90
-    scale-only kernel), bias, out, then the split-K workspace and semaphores (sm80 and decode paths) or
-    the workspace and its size in bytes (sm90 path).
+    ``launch`` is the extension's PreparedLaunch for the path, config and sizes, so a call only hands it the
+    addresses of its tensors and buffers and its stream: ``launch(x, packed, scales, offsets, bias, out,
+    workspace, extra, stream)``, where ``extra`` is the split-K semaphores' address (sm80 and decode paths)
+    or the workspace's size in bytes (sm90 path).
     """
 
     config: GemmConfig
     device: torch.device
-    entry: Callable
-    head: tuple
-    middle: tuple
-    tail: tuple
-    workspace_floats: int = 0
-    semaphore_count: int = 0
-    workspace_bytes: int = 0  # sm90 path: stream-K's workspace
+    launch: Callable
+    workspace_bytes: int = 0  # split-K's fp32 partials (sm80, decode) or stream-K's workspace (sm90)
+    semaphore_count: int = 0  # serial split-K's tile counters (sm80, decode)
     offsets: bool = True  # sm90 path: False runs the scale-only kernel
+    extra_is_size: bool = False  # sm90 path: the launch's `extra` is the workspace's size
 
 
 # Serial split-K semaphores, per (device, stream): zero-initialised once; every kernel leaves them zero
@@ -121,6 +117,17 @@ class _Plan:
 # serial GEMMs running at once on different streams must not share tile counters.
 _semaphores: dict[tuple[torch.device, int], torch.Tensor] = {}
 _MIN_SEMAPHORES = 4096
+
+# Workspaces (split-K partials, stream-K's scratch), per (device, stream), reused by eager calls: allocating
+# one per call cost the host as much as the launch (issue 9). Calls on one stream run in order and every
+# kernel writes its workspace before reading it (stream-K's flags are cleared by its own launch), so one
+# buffer serves them all. Under CUDA-graph capture each call allocates its own, from the graph's pool, so a
+# replay never shares memory with eager calls or with another graph; and a workspace above
+# _MAX_CACHED_WORKSPACE_BYTES (split-K at large M, where the kernel dwarfs an allocation) is allocated per
+# call as well, so no large buffer outlives its call.
+_workspaces: dict[tuple[torch.device, int], torch.Tensor] = {}
+_MAX_CACHED_WORKSPACE_BYTES = 64 << 20
+_MIN_WORKSPACE_BYTES = 1 << 20
 
 # Per device: (name, SM count, compute capability), present once the device passed check_device_supported.
 _devices: dict[torch.device, tuple[str, int, tuple[int, int]]] = {}
@@ -148,6 +155,18 @@ def _semaphore_buffer(device: torch.device, stream: int, count: int) -> torch.Te
     if buffer is None or buffer.numel() < count:
         buffer = torch.zeros(max(count, _MIN_SEMAPHORES), dtype=torch.int32, device=device)
         _semaphores[key] = buffer
+    return buffer
+
+
+def _workspace(device: torch.device, stream: int, nbytes: int) -> torch.Tensor:
+    """A buffer of at least ``nbytes`` bytes for one call on ``stream`` (see _workspaces)."""
+    if nbytes > _MAX_CACHED_WORKSPACE_BYTES or stream_capturing():
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    key = (device, stream)
+    buffer = _workspaces.get(key)
+    if buffer is None or buffer.numel() < nbytes:
+        buffer = torch.empty(max(nbytes, _MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=device)
+        _workspaces[key] = buffer
     return buffer
 
 
@@ -238,20 +257,18 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4, layout: str
 
 
 def _launch(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
-    """Runs ``plan`` on this call's tensors, allocating its workspace (and finding its semaphores)."""
+    """Runs ``plan`` on this call's tensors, with its workspace and semaphores."""
     stream = current_stream(plan.device)
-    # The two trailing addresses: (workspace, its bytes) for an sm90 stream-K plan; else (split-K workspace,
-    # semaphores), which is also (0, 0) = "no workspace, 0 bytes" for an sm90 persistent plan.
-    if plan.workspace_bytes:
-        last = (out.new_empty(plan.workspace_bytes, dtype=torch.uint8).data_ptr(), plan.workspace_bytes)
+    # Kept referenced until the launch is queued (a per-call workspace goes back to the allocator after it,
+    # in stream order).
+    workspace = _workspace(plan.device, stream, plan.workspace_bytes) if plan.workspace_bytes else None
+    if plan.extra_is_size:
+        extra = plan.workspace_bytes
     else:
-        workspace = out.new_empty(plan.workspace_floats, dtype=torch.float32) if plan.workspace_floats else None
-        semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
-        last = (workspace.data_ptr() if workspace is not None else 0,
-                semaphores.data_ptr() if semaphores is not None else 0)
-    plan.entry(*plan.head, x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(),
-               w.offsets.data_ptr() if plan.offsets else 0, bias.data_ptr() if bias is not None else 0,
-               out.data_ptr(), *last, *plan.middle, stream, *plan.tail)
+        extra = _semaphore_buffer(plan.device, stream, plan.semaphore_count).data_ptr() if plan.semaphore_count else 0
+    plan.launch(x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr() if plan.offsets else 0,
+                bias.data_ptr() if bias is not None else 0, out.data_ptr(),
+                workspace.data_ptr() if workspace is not None else 0, extra, stream)
 
 
 def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
@@ -275,15 +292,15 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
         # else the zero-point kernel with those zero offsets: the same result.
         offsets = not (state.scale_only and "scale" in sm90_modes(bf16, state.bits)[config.tile])
         nbytes = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets)
-        return _Plan(config, state.device, ext.gemm_sm90, (config.tile,), (*sizes, bf16, state.bits), (),
-                     workspace_bytes=nbytes, offsets=offsets)
+        return _Plan(config, state.device, ext.prepare_gemm_sm90(config.tile, *sizes, bf16, state.bits),
+                     workspace_bytes=nbytes, offsets=offsets, extra_is_size=True)
     if config.path == "gemv":
         floats, semaphores = ext.gemv_workspace_size(M, state.n, config.split_k)
-        return _Plan(config, state.device, ext.gemv, (config.gemv_key,), (*sizes, config.split_k, bf16),
-                     (state.bits, state.layout == "sm90"), floats, semaphores)
+        launch = ext.prepare_gemv(config.gemv_key, *sizes, config.split_k, bf16, state.bits, state.layout == "sm90")
+        return _Plan(config, state.device, launch, 4 * floats, semaphores)
     floats, semaphores = ext.gemm_workspace_size(config.tile, M, state.n, config.split_k, config.split_k_mode)
-    return _Plan(config, state.device, ext.gemm, (config.tile,), (*sizes, config.split_k, config.split_k_mode, bf16),
-                 (state.bits,), floats, semaphores)
+    launch = ext.prepare_gemm(config.tile, *sizes, config.split_k, config.split_k_mode, bf16, state.bits)
+    return _Plan(config, state.device, launch, 4 * floats, semaphores)
 
 
 def _plan_for(fn: str, state: _WeightState, M: int, config) -> _Plan:

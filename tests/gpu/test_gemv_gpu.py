@@ -177,6 +177,32 @@ def test_decode_cuda_graph_capture_and_replay(split, layout):
         assert torch.equal(static_out, mixgemm.gemm(static_x, packed, config=config))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_graph_replays_beside_eager_calls_on_another_stream(layout):
+    """Eager calls reuse one split-K workspace per stream (issue 9), a captured call owns its own: replays on
+    a side stream racing eager calls on the main stream must not share partials or semaphores."""
+    K, N, G, M = 4096, 1024, 128, 4
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
+    config = _decode_configs(torch.float16)[0].with_split_k(8, "serial")
+    static_x, x = random_activations(M, K, torch.float16), random_activations(M, K, torch.float16)
+    expected_graph = mixgemm.gemm(static_x, packed, config=config)
+    expected_eager = mixgemm.gemm(x, packed, config=config)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = mixgemm.gemm(static_x, packed, config=config)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(20):
+            graph.replay()
+    outs = [mixgemm.gemm(x, packed, config=config) for _ in range(20)]
+    torch.cuda.synchronize()
+    assert torch.equal(static_out, expected_graph)
+    assert all(torch.equal(out, expected_eager) for out in outs)
+
+
 def test_decode_config_errors():
     K, N, G = 512, 128, 128
     ckpt = random_checkpoint(K, N, G, torch.float16)
