@@ -8,7 +8,6 @@ import importlib.util
 import pathlib
 
 import pytest
-import torch
 
 from mixgemm import ops, packing
 from test_checkpoint import cpu_gemm, cpu_prepack

@@ -58,7 +58,7 @@ def main() -> None:
                     if split > K // config.warp_k:
                         break
                     cfg = config.with_split_k(split, "none" if split == 1 else "serial")
-                    t = timing.time_fn([lambda w=w, c=cfg: mixgemm.gemm(x, w, None, c) for w in weights])
+                    t = timing.time_fn([lambda w=w, c=cfg, x=x: mixgemm.gemm(x, w, None, c) for w in weights])
                     times[split] = t.median_us
                 best = min(times, key=times.get)
                 heuristic = tuning._gemv_config([config], M, N, K, sms, first.layout)

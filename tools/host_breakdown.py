@@ -15,27 +15,18 @@ import cProfile
 import io
 import pstats
 import statistics
-import time
 
 import torch
 
 import mixgemm
 from mixgemm import _runtime, formats, library, ops
+from mixgemm.bench.overhead import time_per_call
 from mixgemm.nn import QuantLinear
 
 
 def per_call_us(fn, calls: int) -> float:
-    samples = []
-    for _ in range(5):
-        for _ in range(200):
-            fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
+    """The overhead command's measurement (mean over ``calls`` calls after 200 untimed ones), median of 5."""
+    return statistics.median(time_per_call(fn, calls, 200) for _ in range(5))
 
 
 class Identity(torch.nn.Module):

@@ -149,25 +149,27 @@ def clear_plans() -> None:
 tuning.on_save.append(clear_plans)
 
 
-def _semaphore_buffer(device: torch.device, stream: int, count: int) -> torch.Tensor:
+def _stream_buffer(cache: dict, device: torch.device, stream: int, count: int, allocate) -> torch.Tensor:
+    """``cache``'s buffer for (device, stream), first replaced by ``allocate(device)`` when it is missing or
+    holds fewer than ``count`` elements (``allocate`` sizes it)."""
     key = (device, stream)
-    buffer = _semaphores.get(key)
+    buffer = cache.get(key)
     if buffer is None or buffer.numel() < count:
-        buffer = torch.zeros(max(count, _MIN_SEMAPHORES), dtype=torch.int32, device=device)
-        _semaphores[key] = buffer
+        buffer = cache[key] = allocate(device)
     return buffer
+
+
+def _semaphore_buffer(device: torch.device, stream: int, count: int) -> torch.Tensor:
+    return _stream_buffer(_semaphores, device, stream, count,
+                          lambda d: torch.zeros(max(count, _MIN_SEMAPHORES), dtype=torch.int32, device=d))
 
 
 def _workspace(device: torch.device, stream: int, nbytes: int) -> torch.Tensor:
     """A buffer of at least ``nbytes`` bytes for one call on ``stream`` (see _workspaces)."""
     if nbytes > _MAX_CACHED_WORKSPACE_BYTES or stream_capturing():
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
-    key = (device, stream)
-    buffer = _workspaces.get(key)
-    if buffer is None or buffer.numel() < nbytes:
-        buffer = torch.empty(max(nbytes, _MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=device)
-        _workspaces[key] = buffer
-    return buffer
+    return _stream_buffer(_workspaces, device, stream, nbytes,
+                          lambda d: torch.empty(max(nbytes, _MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=d))
 
 
 def _device_facts(fn: str, device: torch.device) -> tuple[str, int, tuple[int, int]]:
