@@ -455,7 +455,10 @@ def test_quant_linear_buffers_repr_and_state_dict(cpu_kernels):
     assert repr(act_order).endswith("bias=False, act_order=True)")
 
 
-def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
+@pytest.fixture
+def prepack_calls(monkeypatch):
+    """packing.prepack replaced by one that records its keyword arguments (returned list) and returns a
+    fixed PackedWeight."""
     calls = []
 
     def recording_prepack(*args, **kwargs):
@@ -463,6 +466,11 @@ def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
         return packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
 
     monkeypatch.setattr(packing, "prepack", recording_prepack)
+    return calls
+
+
+def test_from_gptq_passes_act_order_and_bits_to_prepack(prepack_calls, tmp_path):
+    calls = prepack_calls
     QuantLinear.from_gptq(*awq_shapes())
     QuantLinear.from_gptq(*awq_shapes(), g_idx=torch.zeros(K, dtype=I32), v1=True, bits=8)
     # Only what differs from the defaults is passed, so older prepack signatures keep working.
@@ -473,14 +481,8 @@ def test_from_gptq_passes_act_order_and_bits_to_prepack(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("layout", ["sm80", "sm90"])
-def test_constructors_pass_a_layout_to_prepack_only_when_chosen(monkeypatch, tmp_path, layout):
-    calls = []
-
-    def recording_prepack(*args, **kwargs):
-        calls.append(kwargs)
-        return packing.PackedWeight(*packed_shapes(), G, 4, F16, N, K)
-
-    monkeypatch.setattr(packing, "prepack", recording_prepack)
+def test_constructors_pass_a_layout_to_prepack_only_when_chosen(prepack_calls, tmp_path, layout):
+    calls = prepack_calls
     QuantLinear.from_awq(*awq_shapes())
     QuantLinear.from_gptq(*awq_shapes())
     QuantLinear.from_awq(*awq_shapes(), layout=layout)

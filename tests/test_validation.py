@@ -891,22 +891,19 @@ class TestLayouts:
     # Which path reads which layout. An empty x makes gemm check its config without launching (or needing a
     # device), so the layout rule is reached on the CPU.
 
-    @pytest.mark.parametrize("config", [SM80_TILE, SM80_TILE.with_split_k(4, "parallel")])
-    def test_an_sm80_config_cannot_read_an_sm90_weight(self, cpu_as_cuda, hand_compiled, config):
-        pattern = (rf"^gemm: config {config.name} \(sm80 path\) cannot read a weight in the 'sm90' layout; its kernels "
-                   r"read sm80 weights \(prepack\(\.\.\., layout=\.\.\.\) chooses the layout\)")
+    @pytest.mark.parametrize("config,weight,M", [(SM80_TILE, sm90_weight, 4),
+                                                 (SM80_TILE.with_split_k(4, "parallel"), sm90_weight, 4),
+                                                 (SM90_TILE, packed_weight, 64)])
+    def test_a_config_cannot_read_another_paths_layout(self, cpu_as_cuda, hand_compiled, config, weight, M):
+        w = weight()
+        reads = " and ".join(config.layouts)
+        pattern = (rf"^gemm: config {config.name} \({config.path} path\) cannot read a weight in the '{w.layout}' "
+                   rf"layout; its kernels read {reads} weights \(prepack\(\.\.\., layout=\.\.\.\) chooses the "
+                   r"layout\)")
         with pytest.raises(ValueError, match=pattern):
-            mixgemm.gemm(torch.zeros(0, K, dtype=F16), sm90_weight(), config=config)
+            mixgemm.gemm(torch.zeros(0, K, dtype=F16), w, config=config)
         with pytest.raises(ValueError, match=pattern):
-            ops.resolve_config(4, sm90_weight(), config)
-
-    def test_an_sm90_config_cannot_read_an_sm80_weight(self, cpu_as_cuda, hand_compiled):
-        pattern = (r"^gemm: config sm90_128x128x64_c1x1_coop_persistent \(sm90 path\) cannot read a weight in the "
-                   r"'sm80' layout; its kernels read sm90 weights")
-        with pytest.raises(ValueError, match=pattern):
-            mixgemm.gemm(torch.zeros(0, K, dtype=F16), packed_weight(), config=SM90_TILE)
-        with pytest.raises(ValueError, match=pattern):
-            ops.resolve_config(64, packed_weight(), SM90_TILE)
+            ops.resolve_config(M, w, config)
 
     def test_the_decode_path_reads_both_layouts(self, cpu_as_cuda, hand_compiled):
         for w in (packed_weight(), sm90_weight()):
