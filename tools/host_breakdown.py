@@ -52,7 +52,7 @@ def main() -> None:
     out = torch.empty(1, N, device="cuda", dtype=dtype)
     stream = _runtime.current_stream(x.device)
     workspace = ops._workspace(plan.device, stream, max(plan.workspace_bytes, 1))
-    extra = (plan.workspace_bytes if plan.extra_is_size else
+    extra = (plan.workspace_bytes if plan.config.path == "sm90" else
              ops._semaphore_buffer(plan.device, stream, max(plan.semaphore_count, 1)).data_ptr())
     addresses = (x.data_ptr(), packed.packed.data_ptr(), packed.scales.data_ptr(), packed.offsets.data_ptr(), 0,
                  out.data_ptr(), workspace.data_ptr(), extra, stream)

@@ -142,6 +142,14 @@ mixgemm::gemm::GemmArgs shape_args(int M, int N, int K, int group_size, int spli
   return args;
 }
 
+// The decode path's shape: it reduces split-K in-kernel (serial mode) and reads either weight layout.
+mixgemm::gemm::GemmArgs decode_shape_args(int M, int N, int K, int group_size, int split_k, bool bf16, int bits,
+                                          bool sm90_layout) {
+  namespace g = mixgemm::gemm;
+  return shape_args(M, N, K, group_size, split_k, split_k > 1 ? g::SplitKMode::kSerial : g::SplitKMode::kNone, bf16,
+                    bits, sm90_layout ? g::WeightLayout::kSm90 : g::WeightLayout::kSm80);
+}
+
 // `shape` with one call's addresses filled in.
 mixgemm::gemm::GemmArgs with_addresses(mixgemm::gemm::GemmArgs args, const PreparedLaunch::Addresses& a) {
   args.A = ptr<const void>(a.x);
@@ -239,20 +247,10 @@ PYBIND11_MODULE(_C, m) {
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
          std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, const std::string& mode,
          bool bf16, std::uintptr_t stream, int bits) {
-        mixgemm::gemm::GemmArgs args;
-        args.A = ptr<const void>(x);
-        args.B = ptr<const int32_t>(packed);
-        args.scales = ptr<const void>(scales);
-        args.offsets = ptr<const void>(offsets);
-        args.bias = ptr<const void>(bias);
-        args.D = ptr<void>(out);
-        args.workspace = ptr<float>(workspace);
-        args.semaphores = ptr<int32_t>(semaphores);
-        args.M = M, args.N = N, args.K = K, args.group_size = group_size;
-        args.split_k = split_k;
-        args.mode = split_k_mode_of(mode);
-        args.act = act_of(bf16);
-        args.bits = bits;
+        const auto args = with_addresses(
+            shape_args(M, N, K, group_size, split_k, split_k_mode_of(mode), bf16, bits,
+                       mixgemm::gemm::WeightLayout::kSm80),
+            {x, packed, scales, offsets, bias, out, workspace, semaphores});
         mixgemm::gemm::run_gemm(config_of(config), args, stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
@@ -282,21 +280,8 @@ PYBIND11_MODULE(_C, m) {
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
          std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, bool bf16,
          std::uintptr_t stream, int bits, bool sm90_layout) {
-        mixgemm::gemm::GemmArgs args;
-        args.A = ptr<const void>(x);
-        args.B = ptr<const int32_t>(packed);
-        args.scales = ptr<const void>(scales);
-        args.offsets = ptr<const void>(offsets);
-        args.bias = ptr<const void>(bias);
-        args.D = ptr<void>(out);
-        args.workspace = ptr<float>(workspace);
-        args.semaphores = ptr<int32_t>(semaphores);
-        args.M = M, args.N = N, args.K = K, args.group_size = group_size;
-        args.split_k = split_k;
-        args.mode = split_k > 1 ? mixgemm::gemm::SplitKMode::kSerial : mixgemm::gemm::SplitKMode::kNone;
-        args.act = act_of(bf16);
-        args.bits = bits;
-        args.layout = sm90_layout ? mixgemm::gemm::WeightLayout::kSm90 : mixgemm::gemm::WeightLayout::kSm80;
+        const auto args = with_addresses(decode_shape_args(M, N, K, group_size, split_k, bf16, bits, sm90_layout),
+                                         {x, packed, scales, offsets, bias, out, workspace, semaphores});
         mixgemm::gemv::run_gemv(gemv_config_of(config), args, stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
@@ -338,11 +323,8 @@ PYBIND11_MODULE(_C, m) {
       "prepare_gemv",
       [](const GemvTuple& config, int M, int N, int K, int group_size, int split_k, bool bf16, int bits,
          bool sm90_layout) {
-        namespace g = mixgemm::gemm;
         const auto decode = gemv_config_of(config);
-        const auto shape = shape_args(M, N, K, group_size, split_k,
-                                      split_k > 1 ? g::SplitKMode::kSerial : g::SplitKMode::kNone, bf16, bits,
-                                      sm90_layout ? g::WeightLayout::kSm90 : g::WeightLayout::kSm80);
+        const auto shape = decode_shape_args(M, N, K, group_size, split_k, bf16, bits, sm90_layout);
         return PreparedLaunch{"decode " + decode.name() + " M=" + std::to_string(M),
                               [decode, shape](const PreparedLaunch::Addresses& a, cudaStream_t stream) {
                                 mixgemm::gemv::run_gemv(decode, with_addresses(shape, a), stream);

@@ -109,7 +109,6 @@ class _Plan:
     workspace_bytes: int = 0  # split-K's fp32 partials (sm80, decode) or stream-K's workspace (sm90)
     semaphore_count: int = 0  # serial split-K's tile counters (sm80, decode)
     offsets: bool = True  # sm90 path: False runs the scale-only kernel
-    extra_is_size: bool = False  # sm90 path: the launch's `extra` is the workspace's size
 
 
 # Serial split-K semaphores, per (device, stream): zero-initialised once; every kernel leaves them zero
@@ -264,7 +263,7 @@ def _launch(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Ten
     # Kept referenced until the launch is queued (a per-call workspace goes back to the allocator after it,
     # in stream order).
     workspace = _workspace(plan.device, stream, plan.workspace_bytes) if plan.workspace_bytes else None
-    if plan.extra_is_size:
+    if plan.config.path == "sm90":  # the launch's `extra` is the workspace's size
         extra = plan.workspace_bytes
     else:
         extra = _semaphore_buffer(plan.device, stream, plan.semaphore_count).data_ptr() if plan.semaphore_count else 0
@@ -295,7 +294,7 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
         offsets = not (state.scale_only and "scale" in sm90_modes(bf16, state.bits)[config.tile])
         nbytes = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets)
         return _Plan(config, state.device, ext.prepare_gemm_sm90(config.tile, *sizes, bf16, state.bits),
-                     workspace_bytes=nbytes, offsets=offsets, extra_is_size=True)
+                     workspace_bytes=nbytes, offsets=offsets)
     if config.path == "gemv":
         floats, semaphores = ext.gemv_workspace_size(M, state.n, config.split_k)
         launch = ext.prepare_gemv(config.gemv_key, *sizes, config.split_k, bf16, state.bits, state.layout == "sm90")
