@@ -18,6 +18,7 @@
 #include "mixgemm/dequant/awq_dequantize.h"
 #include "mixgemm/gemm/device/gemm_runner.h"
 #include "mixgemm/gemv/gemv_runner.h"
+#include "mixgemm/peers/cutlass2_fp16.h"
 #include "mixgemm/prepack/prepack.h"
 #include "mixgemm/sm90/sm90_runner.h"
 
@@ -349,6 +350,16 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
       py::arg("bits"), "gemm_sm90's launch for one call shape");
+
+  // --- Peers: kernels the profiler times ours against (mixgemm/bench/peers.py), not library paths ---
+  m.def(
+      "cutlass2_fp16_gemm",
+      [](std::uintptr_t a, std::uintptr_t b, std::uintptr_t d, int M, int N, int K, std::uintptr_t stream) {
+        mixgemm::peers::cutlass2_fp16_gemm(ptr<const void>(a), ptr<const void>(b), ptr<void>(d), M, N, K,
+                                           stream_of(stream));
+      },
+      py::arg("a"), py::arg("b"), py::arg("d"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("stream"),
+      "d[M, N] = a[M, K] @ b[K, N], row-major fp16, fp32 accumulation (CUTLASS 2.x 128x256x64 mma.sync)");
 
   // --- sm90 path (wgmma + TMA, CUTLASS 3.x; sm_90a builds only) ---
   m.def("sm90_available", &mixgemm::sm90::available, "whether this build holds the sm90 path's kernels");
