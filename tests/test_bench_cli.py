@@ -31,7 +31,8 @@ def test_bench_defaults_are_design_protocol():
     args = cli.parse_args(["bench"])
     assert args.shapes == list(cli.DESIGN_SHAPES)
     assert args.m == [1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
-    assert args.peers == ["mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4"]
+    assert args.peers == ["mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "cutlass2_fp16",
+                          "torch_int4"]
     assert (args.group_size, args.dtype, args.config, args.reps) == (128, "fp16", "auto", 7)
     assert str(args.out) == "mixgemm-bench"
 
@@ -369,10 +370,10 @@ def test_bench_flow(fake_gpu, tmp_path, capsys):
     data = json.loads((out / "bench.json").read_text())
     assert data["meta"]["gpu"] == "Fake GPU" and data["meta"]["protocol"]["reps"] == 7
     results = data["results"]
-    assert len(results) == 2 * 6
-    assert [r["peer"] for r in results[:6]] == list(cli.PEER_NAMES)
+    assert len(results) == 2 * 7
+    assert [r["peer"] for r in results[:7]] == list(cli.PEER_NAMES)
     ok = {(r["M"], r["peer"]): r for r in results if r["status"] == "ok"}
-    assert set(p for _, p in ok) == {"mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16"}
+    assert set(p for _, p in ok) == {"mixgemm", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "cutlass2_fp16"}
     assert ok[(1, "mixgemm")]["config"] == "16x128x64_w16x32x64_s4"
     assert ok[(1, "mixgemm")]["time_us"] == _FakeGPU.mixgemm_us(1, _FakeGPU.AUTO["sm80"]) == 16.0
     assert ok[(1, "vllm_style")]["speedup"] == pytest.approx(30.01 / 16.0)
@@ -383,7 +384,7 @@ def test_bench_flow(fake_gpu, tmp_path, capsys):
     sm80 = [r for r in results if r["peer"] == "mixgemm_sm80"]
     assert len(sm80) == 2 and all(r["status"] == "unavailable" and r["reason"] == "fake: auto layout is sm80"
                                   for r in sm80)
-    assert len(list(csv.DictReader((out / "bench.csv").open()))) == 12
+    assert len(list(csv.DictReader((out / "bench.csv").open()))) == 14
     printed = capsys.readouterr().out.rstrip().splitlines()
     assert printed[-1].split()[:3] == ["1024x1024", "16", "torch_int4"]  # the table is printed last
     assert any("torch_int4: fake: not on this machine" in line for line in printed)

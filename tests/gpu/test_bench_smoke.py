@@ -16,7 +16,7 @@ from mixgemm.bench import cli
 pytestmark = pytest.mark.gpu
 
 SHAPE = "1024x1024"
-REQUIRED_PEERS = ("mixgemm", "vllm_style", "cublas_fp16")
+REQUIRED_PEERS = ("mixgemm", "vllm_style", "cublas_fp16", "cutlass2_fp16")
 
 
 @pytest.fixture(autouse=True)

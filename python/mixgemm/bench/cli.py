@@ -27,7 +27,8 @@ DESIGN_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192
 DESIGN_MS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 QUICK_SHAPES = ((4096, 4096), (8192, 28672))
 QUICK_MS = (1, 16, 128, 4096)
-PEER_NAMES = ("mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "torch_int4")
+PEER_NAMES = ("mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "cutlass2_fp16",
+              "torch_int4")
 SPLIT_KS = (1, 2, 4, 8, 16)
 SPLIT_K_MODES = ("serial", "parallel")
 COPY_YARDSTICK_BYTES = 1 << 30

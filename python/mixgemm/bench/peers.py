@@ -19,7 +19,8 @@ from typing import Callable
 
 import torch
 
-from .. import baseline, formats
+from .. import _checks, baseline, formats
+from .._runtime import current_stream, extension
 from ..ops import awq_dequantize, gemm, resolve_config
 from ..packing import prepack
 from .timing import copies_for
@@ -153,6 +154,70 @@ def cublas_fp16_peer(M, N, K, G, dtype, copies) -> Closures:
     return Closures(functools.partial(torch.matmul, x, w) for w in _dense_copies(K, N, G, dtype, copies))
 
 
+# CUTLASS 2.x's dense fp16 GEMM compiled into the extension (cpp/src/cutlass2_fp16_peer.cu): mma.sync, the
+# tile family of our 128x256 sm80 tile, so where compute bounds us it is our ceiling on this GPU. It reads
+# and writes rows as 16-byte vectors of 8 halves, hence N and K in multiples of 8.
+_CUTLASS2_MULTIPLE = 8
+
+
+def _cutlass2_binding():
+    """The extension's ``cutlass2_fp16_gemm``, or ``None`` for a build that predates it."""
+    return getattr(extension(), "cutlass2_fp16_gemm", None)
+
+
+def cutlass2_fp16_matmul(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ w`` by the cutlass2_fp16 peer: fp16 ``x [M, K]`` and ``w [K, N]`` (dense, row-major, as in
+    ``torch.matmul``), fp32 accumulation, fp16 ``[M, N]`` result written into ``out`` when given.
+
+    Contiguous, 16-byte aligned CUDA tensors on one device; N and K positive multiples of 8."""
+    fn = "cutlass2_fp16_matmul"
+    # Type, dtype, rank and layout first, then the shapes, then the device: every rule but the last can be
+    # checked (and tested) without a GPU.
+    _checks.check_tensor(fn, "x", x, (torch.float16,), 2, cuda=False)
+    _checks.check_tensor(fn, "w", w, (torch.float16,), 2, cuda=False)
+    M, K = x.shape
+    N = w.shape[1]
+    if w.shape[0] != K:
+        raise ValueError(f"{fn}: w must be [K, N] with K = x.shape[1] = {K} rows, got shape {tuple(w.shape)}")
+    for name, size in (("K = x.shape[1]", K), ("N = w.shape[1]", N)):
+        if size < _CUTLASS2_MULTIPLE or size % _CUTLASS2_MULTIPLE != 0:
+            raise ValueError(f"{fn}: {name} must be a positive multiple of {_CUTLASS2_MULTIPLE} "
+                             f"(16-byte rows), got {size}")
+    if out is not None:
+        _checks.check_tensor(fn, "out", out, (torch.float16,), 2, cuda=False)
+        _checks.check_shape(fn, "out", out, (M, N), "[M, N] = [x.shape[0], w.shape[1]]")
+    tensors = {"x": x, "w": w} if out is None else {"x": x, "w": w, "out": out}
+    for name, t in tensors.items():
+        if t.device.type != "cuda":
+            raise ValueError(f"{fn}: {name} must be on a CUDA device, got {t.device}")
+    _checks.check_same_device(fn, **tensors)
+    binding = _cutlass2_binding()
+    if binding is None:
+        raise RuntimeError(f"{fn}: this build of mixgemm._C has no cutlass2_fp16_gemm (it predates the peer); "
+                           "rebuild the extension")
+    _checks.check_device_supported(fn, x.device)
+
+    if out is None:
+        out = torch.empty((M, N), dtype=torch.float16, device=x.device)
+    if M > 0:
+        binding(x.data_ptr(), w.data_ptr(), out.data_ptr(), M, N, K, current_stream(x.device))
+    return out
+
+
+def cutlass2_fp16_peer(M, N, K, G, dtype, copies) -> Closures:
+    """CUTLASS 2.x's dense fp16 GEMM (128x256x64 mma.sync tile, 3 stages) on the same dense weight copies as
+    cublas_fp16, into one preallocated output: the mma.sync ceiling our sm80 path is read against."""
+    if dtype != torch.float16:
+        raise PeerUnavailable("fp16 only (one CUTLASS 2.x instantiation is compiled in)")
+    if N % _CUTLASS2_MULTIPLE != 0 or K % _CUTLASS2_MULTIPLE != 0:
+        raise PeerUnavailable(f"needs N and K multiples of {_CUTLASS2_MULTIPLE} (16-byte rows)")
+    if _cutlass2_binding() is None:
+        raise PeerUnavailable("this build of mixgemm._C has no cutlass2_fp16_gemm (it predates the peer)")
+    x = _activations(M, K, dtype)
+    out = torch.empty((M, N), dtype=dtype, device=DEVICE)
+    return Closures(functools.partial(cutlass2_fp16_matmul, x, w, out) for w in _dense_copies(K, N, G, dtype, copies))
+
+
 # torch's int4 path ("tinygemm", as used by gpt-fast and torchao's int4 weight-only): bf16 activations,
 # weight codes q in 0..15 with W = (q - 8) * scale + zero, scales_and_zeros bf16 [K/G, N, 2].
 # Its Python surface is private and has changed across releases, so it is probed in a guarded try and
@@ -235,6 +300,7 @@ PEERS: dict[str, PeerFactory] = {
     "vllm_style": vllm_style_peer,
     "vllm_dequant_matmul": vllm_dequant_matmul_peer,
     "cublas_fp16": cublas_fp16_peer,
+    "cutlass2_fp16": cutlass2_fp16_peer,
     "torch_int4": torch_int4_peer,
 }
 
