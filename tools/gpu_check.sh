@@ -7,7 +7,9 @@
 #   SKIP_SANITIZER=1 SKIP_BENCH=1 ...  # parts
 #   PYTEST_TARGETS="gpu/test_gemv_gpu.py" ...   # some tests only (paths under tests/)
 #   PROBE=1 ...                        # also tools/path_probe.py (every kernel path on the DESIGN shapes)
-#   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py)
+#   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py);
+#                                        a target "KxN:M:regex:layout:config" names the layout and config,
+#                                        NCU_SECTIONS adds sections (e.g. "WarpStateStats SchedulerStats")
 # Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
 # .whl/ (or already installed).
 set -uo pipefail
@@ -86,12 +88,15 @@ fi
 # 6. Nsight Compute, when asked for: the speed-of-light and occupancy sections of the auto path's kernel for
 # each "KxN:M:kernel-regex" in NCU (e.g. NCU="8192x28672:4096:device_kernel 8192x28672:1:gemv_kernel").
 for target in ${NCU:-}; do
-  IFS=: read -r shape m regex <<<"$target"
-  ncu -k "regex:$regex" -s 2 -c 1 --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
-    python3 tools/ncu_targets.py --shape "$shape" --m "$m" >"$OUT/ncu_${shape}_m${m}.log" 2>&1
-  record "ncu $shape M=$m" $? "ncu_${shape}_m${m}.log"
-  grep -E "Duration|Throughput|Pipe|Achieved Occupancy|Registers Per|Warp Cycles|Block Limit" \
-    "$OUT/ncu_${shape}_m${m}.log" | head -n 24
+  IFS=: read -r shape m regex layout config <<<"$target"
+  sections=()
+  for s in SpeedOfLight Occupancy MemoryWorkloadAnalysis ${NCU_SECTIONS:-}; do sections+=(--section "$s"); done
+  log="$OUT/ncu_${shape}_m${m}${config:+_$config}.log"
+  ncu -k "regex:$regex" -s 2 -c 1 "${sections[@]}" python3 tools/ncu_targets.py --shape "$shape" --m "$m" \
+    --layout "${layout:-auto}" --config "${config:-auto}" >"$log" 2>&1
+  record "ncu $shape M=$m" $? "$(basename "$log")"
+  grep -E "Duration|Throughput|Pipe|Achieved Occupancy|Registers Per|Warp Cycles|Block Limit|Stall|Issued|Eligible" \
+    "$log" | head -n 40
 done
 
 echo

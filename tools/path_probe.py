@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Times every compiled kernel path on the DESIGN.md section 7 shapes, to choose the Hopper dispatch.
+"""Times every compiled kernel path on the DESIGN.md section 7 shapes, to choose the dispatch.
 
-For each shape and M: every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only),
-the decode path on both weight layouts (its heuristic split), ``config="auto"`` on both layouts and cuBLAS
-fp16, all under the protocol of python/mixgemm/bench/timing.py (weights rotated past L2, CUDA graphs,
-median of 7). Prints one line per (shape, M) with the winner, and writes every time to
-``$OUT/path_probe.json`` (or ./path_probe.json):
+For each shape and M, the kernel families named by ``--paths``:
+  auto   ``config="auto"`` on both weight layouts;
+  gemv   the decode path on both layouts (its heuristic split), M <= 16;
+  sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only);
+  sm80   every compiled sm80 config on the sm80 layout, each with the heuristic's split for its tile, and
+         the cutlass2_fp16 peer (CUTLASS 2.x's dense fp16 mma.sync GEMM: this path's ceiling);
+plus cuBLAS fp16, all under the protocol of python/mixgemm/bench/timing.py (weights rotated past L2, CUDA
+graphs, median of 7). Prints one line per (shape, M) with the winner and Marlin's figure where DESIGN.md
+section 7 has one, and writes every time to ``$OUT/path_probe.json`` (or ./path_probe.json):
 
-    python tools/path_probe.py [--shapes 4096x4096,8192x28672] [--m 16,64,1024]
+    python tools/path_probe.py [--shapes 4096x4096,8192x28672] [--m 16,64,1024] [--paths sm80,auto]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -21,11 +26,19 @@ import torch
 
 import mixgemm
 from mixgemm import formats, ops, tuning
-from mixgemm.bench import timing
+from mixgemm.bench import peers, timing
 
 SHAPES = [(4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192, 28672), (28672, 8192)]
 MS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
 G = 128
+PATHS = ("auto", "gemv", "sm90", "sm80")
+# Marlin (symmetric int4, G = 128, fp16), us, measured on this H100 with the same protocol: DESIGN.md section 7.
+MARLIN_US = {
+    (4096, 4096): {1: 14.5, 16: 15.4, 64: 24.0, 128: 21.6, 256: 28.3, 1024: 93.8, 4096: 426},
+    (8192, 8192): {1: 19.8, 16: 20.2, 64: 33.0, 128: 49.8, 256: 95.2, 1024: 351, 4096: 1613},
+    (8192, 28672): {1: 62.0, 16: 52.8, 64: 84.5, 128: 158.8, 256: 308, 1024: 1206, 4096: 5386},
+    (28672, 8192): {1: 62.8, 16: 53.6, 64: 88.3, 128: 156.4, 256: 304, 1024: 1316, 4096: 6298},
+}
 
 
 def shape_list(text: str) -> list[tuple[int, int]]:
@@ -36,7 +49,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", type=shape_list, default=SHAPES)
     parser.add_argument("--m", type=lambda t: [int(v) for v in t.split(",")], default=MS)
+    parser.add_argument("--paths", type=lambda t: t.split(","), default=["auto", "gemv", "sm90"],
+                        help=f"comma-separated subset of {','.join(PATHS)} (auto,gemv,sm90)")
     args = parser.parse_args()
+    unknown = set(args.paths) - set(PATHS)
+    if unknown:
+        parser.error(f"--paths: unknown {sorted(unknown)}; choose from {PATHS}")
     out_dir = pathlib.Path(os.environ.get("OUT", "."))
     dtype = torch.float16
     results = []
@@ -44,12 +62,11 @@ def main() -> None:
         copies = timing.copies_for(K * N // 2)
         ckpts = [{k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}]
         ckpts += [{k: v.clone() for k, v in ckpts[0].items()} for _ in range(copies - 1)]
-        def packed(layout, zeros=True):
+        @functools.cache
+        def packed(layout, zeros=True):  # prepacked only when a path asks, once per shape
             return [mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"] if zeros else None, G, layout=layout)
                     for c in ckpts]
 
-        weights = {("sm80", "zeros"): packed("sm80"), ("sm90", "zeros"): packed("sm90"),
-                   ("sm90", "scale_only"): packed("sm90", zeros=False)}
         dense = mixgemm.awq_dequantize(ckpts[0]["qweight"], ckpts[0]["scales"], ckpts[0]["qzeros"])
         dense_copies = [dense] + [dense.clone() for _ in range(min(copies, timing.copies_for(dense.numel() * 2)) - 1)]
         sm90_configs = mixgemm.compiled_configs(dtype, 4, path="sm90")
@@ -58,7 +75,7 @@ def main() -> None:
             row = {}
 
             def run(label, weight_key, config):
-                ws = weights[weight_key]
+                ws = packed(*weight_key)
                 try:
                     mixgemm.gemm(x, ws[0], config=config)
                     t = timing.time_fn([lambda w=w: mixgemm.gemm(x, w, config=config) for w in ws]).median_us
@@ -67,25 +84,38 @@ def main() -> None:
                     return
                 row[label] = t
 
-            for layout in ("sm80", "sm90"):
-                chosen = ops.resolve_config(M, weights[(layout, "zeros")][0], "auto")
-                run(f"auto[{layout}]={chosen.name}", (layout, "zeros"), "auto")
-            if M <= 16:
-                for layout in ("sm80", "sm90"):
+            layouts = ("sm80", "sm90") if sm90_configs else ("sm80",)
+            if "auto" in args.paths:
+                for layout in layouts:
+                    chosen = ops.resolve_config(M, packed(layout)[0], "auto")
+                    run(f"auto[{layout}]={chosen.name}", (layout, True), "auto")
+            if "gemv" in args.paths and M <= 16:
+                for layout in layouts:
                     configs = [c for c in mixgemm.compiled_configs(dtype, 4, path="gemv") if c.tile_m >= M]
                     for c in configs:
                         cfg = tuning._gemv_config([c], M, N, K, 132, "sm90")  # its split rule, up to 16 rows
-                        run(f"{cfg.name}[{layout}]", (layout, "zeros"), cfg)
-            for c in sm90_configs:
+                        run(f"{cfg.name}[{layout}]", (layout, True), cfg)
+            for c in sm90_configs if "sm90" in args.paths else []:
                 if N % c.tile_n == 0:
-                    run(c.name, ("sm90", "zeros"), c)
+                    run(c.name, ("sm90", True), c)
                     if "scale" in mixgemm.config.sm90_modes(False, 4)[c.tile]:
-                        run(c.name + "[scale]", ("sm90", "scale_only"), c)
+                        run(c.name + "[scale]", ("sm90", False), c)
+            if "sm80" in args.paths:
+                for c in mixgemm.compiled_configs(dtype, 4, path="sm80"):
+                    cfg = tuning.heuristic_config([c], M, N, K, 132)  # the split the heuristic gives this tile
+                    run(cfg.name, ("sm80", True), cfg)
+                try:
+                    out = torch.empty(M, N, device="cuda", dtype=dtype)
+                    row["cutlass2_fp16"] = timing.time_fn(
+                        [lambda d=d: peers.cutlass2_fp16_matmul(x, d, out) for d in dense_copies]).median_us
+                except (ValueError, RuntimeError) as exc:
+                    print(f"  cutlass2_fp16: {type(exc).__name__}: {str(exc)[:120]}")
             row["cublas_fp16"] = timing.time_fn([lambda d=d: x @ d for d in dense_copies]).median_us
-            best = min((k for k in row if k != "cublas_fp16"), key=row.get, default=None)
+            best = min((k for k in row if k not in ("cublas_fp16", "cutlass2_fp16")), key=row.get, default=None)
             flops = 2 * M * N * K
             print(f"{K}x{N} M={M:5d}  best {best} {row.get(best, float('nan')):9.2f} us  "
-                  f"cuBLAS {row['cublas_fp16']:9.2f} us ({flops / row['cublas_fp16'] / 1e6:5.0f} TFLOP/s)", flush=True)
+                  f"cuBLAS {row['cublas_fp16']:9.2f} us ({flops / row['cublas_fp16'] / 1e6:5.0f} TFLOP/s)"
+                  f"  Marlin {MARLIN_US.get((K, N), {}).get(M, float('nan')):7.1f} us", flush=True)
             for label, t in sorted(row.items(), key=lambda kv: kv[1]):
                 print(f"    {t:9.2f}  {flops / t / 1e6:6.0f} TFLOP/s  {label}")
             results.append({"K": K, "N": N, "M": M, "times_us": row})
