@@ -76,23 +76,7 @@ __global__ void __launch_bounds__(threadblock::Mainloop<T, Bits, TileM, TileN, W
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
 
-  // Prologue: Stages - 1 tiles in flight. Every thread commits one group per slot, even an empty one,
-  // so the wait_group count below always refers to the right tile.
-#pragma unroll
-  for (int s = 0; s < Stages - 1; ++s) {
-    if (s < num_tiles) Loop::load_tile(problem, smem, s, kt_begin + s);
-    cutlass::arch::cp_async_fence();
-  }
-
-  for (int i = 0; i < num_tiles; ++i) {
-    cutlass::arch::cp_async_wait<Stages - 2>();
-    __syncthreads();  // tile i is visible to all warps, and stage (i - 1) % Stages is free to refill
-    const int next = i + Stages - 1;
-    if (next < num_tiles) Loop::load_tile(problem, smem, next % Stages, kt_begin + next);
-    cutlass::arch::cp_async_fence();
-    Loop::compute_tile(smem, i % Stages, acc);
-  }
-  cutlass::arch::cp_async_wait<0>();
+  Loop::run(problem, smem, kt_begin, num_tiles, acc);
 
   // Epilogue. Fragment c{0,1} of n8 tile ni is (row lane/4, columns 2t, 2t+1), c{2,3} is row + 8.
   const int lane = threadIdx.x % 32;

@@ -1,38 +1,16 @@
 // Threadblock level: the multistage cp.async main loop of the mixed-input GEMM.
 //
-// Per stage, shared memory holds one k-tile (TileK = 64) of
-//   A      : TileM x 64 activations, 128 B per row, 16-byte chunks XOR-swizzled by (row % 8) so the eight
-//            row addresses of each ldmatrix phase fall in eight different bank groups;
-//   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B (int4) or 32 B (int8),
-//            stored exactly as in global memory (prepack already ordered them per lane);
-//   scales and offsets for each 32-row half of the k-tile (TileN values each): group sizes down to 32
-//   put two groups in one k-tile; for larger groups both halves hold the same group's values.
-// Stages - 1 tiles are in flight while one is computed (cp.async.wait_group(Stages - 2)).
+// The stage layout and the copies that fill it are in tile_loader.cuh; this file holds the warps' side:
+// reading a slab's fragments from shared memory, converting and scaling B, and the mma.
 #pragma once
 
 #include <cstdint>
 
 #include "cutlass/arch/memory_sm80.h"
+#include "mixgemm/gemm/threadblock/tile_loader.cuh"
 #include "mixgemm/gemm/warp/mma_mixed_input.cuh"
 
 namespace mixgemm::gemm::threadblock {
-
-constexpr int kChunkBytes = 16;  // one cp.async / ldmatrix row: 8 fp16 or bf16 values
-constexpr int kTileK = 64;       // K per main-loop step; the packed layout assumes it
-constexpr int kQuantK = 32;      // K rows sharing one row of scales/offsets in shared memory: the smallest group
-constexpr int kPackedStripN = 64;                  // columns per packed strip (prepack layout)
-constexpr int kSlabK = 16;                         // K rows per mma / packed slab
-
-// Packed weight geometry for `Bits`-bit weights (prepack layout): per 16(k) x 64(n) block, each of 32
-// lanes holds 4 sub-blocks x Bits / 4 words.
-template <int Bits>
-struct PackedGeometry {
-  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
-  static constexpr int kWordsPerSubBlock = Bits / 4;                // 16 x 16 block: 1 (int4) or 2 (int8)
-  static constexpr int kWordsPerLane = 4 * kWordsPerSubBlock;       // 64 columns per strip = 4 sub-blocks
-  static constexpr int kSlabBytes = 32 * kWordsPerLane * 4;         // 512 B (int4) or 1 KiB (int8)
-  static constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // one strip's k-tile
-};
 
 template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages>
 struct Mainloop {
@@ -51,133 +29,124 @@ struct Mainloop {
   static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : 1;
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
   using Geometry = PackedGeometry<Bits>;
+  using Layout = StageLayout<Bits, TileM, TileN>;
+  using Loader = TileLoader<T, Bits, TileM, TileN, kThreads>;
+  using Problem = typename Loader::Problem;
   static constexpr int kSlabBytes = Geometry::kSlabBytes;
   static constexpr int kStripTileBytes = Geometry::kStripTileBytes;
   static constexpr int kWords = WarpN / 16;       // 16 x 16 sub-blocks per lane per k16 slab
   static constexpr int kWordsPerSubBlock = Geometry::kWordsPerSubBlock;
   static constexpr int kMmaN = WarpN / 8;         // n8 accumulator tiles per warp
-
-  static constexpr int kABytes = TileM * kTileK * 2;
-  static constexpr int kBBytes = (TileN / kPackedStripN) * kStripTileBytes;
-  static constexpr int kQuantBytes = TileN * 2;  // one row of scales (or of offsets)
-  static constexpr int kQuantRows = kTileK / kQuantK;  // per stage: scales for each 32-row half, then offsets
-  static constexpr int kStageBytes = kABytes + kBBytes + 2 * kQuantRows * kQuantBytes;
+  static constexpr int kStageBytes = Layout::kStageBytes;
   static constexpr int kSharedBytes = Stages * kStageBytes;
+  static constexpr int kSlabs = kTileK / kSlabK;         // k16 slabs per k-tile: 4
+  static constexpr int kSlabsPerQuant = kQuantK / kSlabK;  // slabs sharing one row of scales: 2
 
   using Traits = warp::ActTraits<T>;
   using Pair = typename Traits::Pair;
 
-  struct Problem {
-    const T* A;
-    const int32_t* B;
-    const T* scales;
-    const T* offsets;
-    int M, N, K, group_size;
-    int m0, n0;  // this threadblock's first output row and column
+  // One k16 slab's operands of this warp, as read from shared memory: A fragments (ldmatrix) and the
+  // packed B words, still unconverted.
+  struct SlabFragments {
+    uint32_t a[kMmaM][4];
+    uint32_t words[kWords * kWordsPerSubBlock];
   };
 
-  // Issues the cp.async copies of k-tile `kt` into stage `stage`.
-  __device__ static void load_tile(const Problem& p, uint8_t* smem, int stage, int kt) {
-    uint8_t* stage_base = smem + stage * kStageBytes;
-    const int tid = threadIdx.x;
+  // Where this warp's tile sits in the threadblock tile.
+  __device__ static int warp_m0() { return (threadIdx.x / 32 % kWarpsM) * WarpM; }
+  __device__ static int warp_n0() { return (threadIdx.x / 32 / kWarpsM) * WarpN; }
 
-    // A: TileM rows x 8 chunks. Rows past M are zero-filled (their source is clamped to a valid row).
-    constexpr int kAChunks = TileM * (kTileK * 2 / kChunkBytes);
+  // Scales and offsets of one 32-row half of a stage for this lane's two columns per 16-column block
+  // (c = lane / 4 and c + 8, see the warp header).
+  __device__ static void load_quant(const uint8_t* stage_base, int half, warp::ColumnQuant<T> (&quant)[kWords]) {
+    const T* scale_row = reinterpret_cast<const T*>(stage_base + Layout::kQuantOffset) + half * TileN;
+    const T* offset_row = scale_row + Layout::kQuantRows * TileN;
+    const int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int i = tid; i < kAChunks; i += kThreads) {
-      const int row = i / 8, chunk = i % 8;
-      const int m = p.m0 + row;
-      const bool valid = m < p.M;
-      const T* src = p.A + static_cast<int64_t>(valid ? m : 0) * p.K + kt * kTileK + chunk * 8;
-      uint8_t* dst = stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes);
-      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(dst, src, valid);
-    }
-
-    // B: each strip's k-tile is 2 KiB contiguous in global memory ([N/64][K/16][32][4] words).
-    uint8_t* b_base = stage_base + kABytes;
-    constexpr int kBChunks = kBBytes / kChunkBytes;
-    const int slabs_per_strip = p.K / kSlabK;
+    for (int w = 0; w < kWords; ++w) {
 #pragma unroll
-    for (int i = tid; i < kBChunks; i += kThreads) {
-      const int strip = i / (kStripTileBytes / kChunkBytes);
-      const int within = i % (kStripTileBytes / kChunkBytes);
-      const int global_strip = p.n0 / kPackedStripN + strip;
-      const bool valid = global_strip < p.N / kPackedStripN;
-      const int32_t* src = p.B +
-                           (static_cast<int64_t>(valid ? global_strip : 0) * slabs_per_strip +
-                            kt * (kTileK / kSlabK)) * (kSlabBytes / 4) +
-                           within * (kChunkBytes / 4);
-      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
-          b_base + i * kChunkBytes, src, valid);
-    }
-
-    // Scales and offsets of the groups holding the k-tile's two 32-row halves (group_size is a multiple
-    // of 32). Layout: [scales half 0][scales half 1][offsets half 0][offsets half 1], TileN values each.
-    uint8_t* q_base = b_base + kBBytes;
-    constexpr int kQuantChunks = kQuantBytes / kChunkBytes;
-#pragma unroll
-    for (int i = tid; i < 2 * kQuantRows * kQuantChunks; i += kThreads) {
-      const int row = i / kQuantChunks, chunk = i % kQuantChunks;
-      const int which = row / kQuantRows, half = row % kQuantRows;
-      const int group = (kt * kTileK + half * kQuantK) / p.group_size;
-      const int n = p.n0 + chunk * 8;
-      const bool valid = n < p.N;
-      const T* table = which == 0 ? p.scales : p.offsets;
-      const T* src = table + static_cast<int64_t>(group) * p.N + (valid ? n : 0);
-      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
-          q_base + row * kQuantBytes + chunk * kChunkBytes, src, valid);
+      for (int h = 0; h < 2; ++h) {
+        const int col = warp_n0() + 16 * w + 8 * h + lane / 4;
+        quant[w].scale[h] = Traits::broadcast(scale_row[col]);
+        quant[w].offset[h] = Traits::broadcast(offset_row[col]);
+      }
     }
   }
 
-  // acc[mi][ni] += A(stage) x dequant(B(stage)) for this warp's WarpM x WarpN tile.
-  __device__ static void compute_tile(const uint8_t* smem, int stage, float (&acc)[kMmaM][kMmaN][4]) {
-    const uint8_t* stage_base = smem + stage * kStageBytes;
-    const uint8_t* b_base = stage_base + kABytes;
-    const T* quant_rows = reinterpret_cast<const T*>(b_base + kBBytes);
+  // Reads slab `slab` of a stage into registers: kMmaM ldmatrix.x4 for A, the widest shared loads the
+  // warp tile allows for B.
+  __device__ static void load_slab(const uint8_t* stage_base, int slab, SlabFragments& f) {
     const int lane = threadIdx.x % 32;
-    const int warp_id = threadIdx.x / 32;
-    const int warp_m0 = (warp_id % kWarpsM) * WarpM;
-    const int warp_n0 = (warp_id / kWarpsM) * WarpN;
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi) {
+      // ldmatrix.x4: lanes 0-15 address rows 0-15 at k 0-7 of the slab, lanes 16-31 the same rows at k 8-15.
+      const int row = warp_m0() + 16 * mi + lane % 16;
+      const int chunk = 2 * slab + lane / 16;
+      warp::load_a_fragment(f.a[mi], stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes));
+    }
+    load_b_words(stage_base + Layout::kABytes, slab, warp_n0(), lane, f.words);
+  }
 
-    warp::ColumnQuant<T> quant[kWords];
+  // acc += A x dequant(B) for one slab whose B fragments are already converted.
+  __device__ static void mma_slab(const uint32_t (&a)[kMmaM][4], const warp::BFragPair (&b)[kWords],
+                                  float (&acc)[kMmaM][kMmaN][4]) {
 #pragma unroll
-    for (int slab = 0; slab < kTileK / kSlabK; ++slab) {
-      if (slab % (kQuantK / kSlabK) == 0) {
-        // A new 32-row half: its scales/offsets for this lane's two columns per 16-column block
-        // (c = lane / 4 and c + 8, see the warp header).
-        const T* scale_row = quant_rows + (slab * kSlabK / kQuantK) * TileN;
-        const T* offset_row = scale_row + kQuantRows * TileN;
-#pragma unroll
-        for (int w = 0; w < kWords; ++w) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int col = warp_n0 + 16 * w + 8 * half + lane / 4;
-            quant[w].scale[half] = Traits::broadcast(scale_row[col]);
-            quant[w].offset[half] = Traits::broadcast(offset_row[col]);
-          }
-        }
-      }
-      uint32_t a[kMmaM][4];
+    for (int w = 0; w < kWords; ++w)
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi) {
-        // ldmatrix.x4: lanes 0-15 address rows 0-15 at k 0-7 of the slab, lanes 16-31 the same rows at k 8-15.
-        const int row = warp_m0 + 16 * mi + lane % 16;
-        const int chunk = 2 * slab + lane / 16;
-        warp::load_a_fragment(a[mi], stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes));
+        warp::mma_16x8x16<T>(acc[mi][2 * w], a[mi], b[w].b[0]);
+        warp::mma_16x8x16<T>(acc[mi][2 * w + 1], a[mi], b[w].b[1]);
       }
+  }
 
-      uint32_t words[kWords * kWordsPerSubBlock];
-      load_b_words(b_base, slab, warp_n0, lane, words);
+  // The whole main loop of one threadblock: acc += A[m0.., k-tiles kt_begin ..) x dequant(B).
+  //
+  // Stages - 1 k-tiles are in flight (cp.async) while one is computed: after the barrier that publishes
+  // tile i, tile i + Stages - 1 is issued into the stage tile i - 1 occupied, which every warp has
+  // finished reading. Each warp then reads, converts and multiplies the tile slab by slab.
+  //
+  // Tried and not kept (BENCHMARKS.md, issue 10): double-buffering the slab fragments in registers
+  // (loading slab s + 1 before the mma of slab s, with the barrier moved before the last slab). With the
+  // compiler already interleaving the four unrolled slabs, the extra live registers cost more than the
+  // hidden latency gained: 3% slower on the 128 x 256 tiles at M = 4096, 1-3% faster on 64 x 128.
+  __device__ static void run(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
+                             float (&acc)[kMmaM][kMmaN][4]) {
+    Loader loader(p, kt_begin);
+    // Prologue: Stages - 1 tiles in flight. Every thread commits one group per slot, even an empty one,
+    // so the wait_group count below always refers to the right tile.
 #pragma unroll
-      for (int w = 0; w < kWords; ++w) {
-        const warp::BFragPair frag = warp::dequantize_block<T, Bits>(&words[w * kWordsPerSubBlock], quant[w]);
-#pragma unroll
-        for (int mi = 0; mi < kMmaM; ++mi) {
-          warp::mma_16x8x16<T>(acc[mi][2 * w], a[mi], frag.b[0]);
-          warp::mma_16x8x16<T>(acc[mi][2 * w + 1], a[mi], frag.b[1]);
-        }
-      }
+    for (int s = 0; s < Stages - 1; ++s) {
+      if (s < num_tiles) loader.load(smem + s * kStageBytes);
+      cutlass::arch::cp_async_fence();
     }
+    // With groups of 64 rows or more both 32-row halves of a k-tile share one group: its scales are read
+    // from shared memory once per k-tile instead of twice.
+    const bool one_group_per_tile = p.group_size % kTileK == 0;
+    int stage = 0, write_stage = Stages - 1;  // i % Stages and (i - 1) % Stages, kept as counters: a modulo
+                                              // by 3 or 5 costs several instructions
+    for (int i = 0; i < num_tiles; ++i) {
+      cutlass::arch::cp_async_wait<Stages - 2>();
+      __syncthreads();  // tile i is visible to all warps, and the stage tile i - 1 used is free to refill
+      if (i + Stages - 1 < num_tiles) loader.load(smem + write_stage * kStageBytes);
+      cutlass::arch::cp_async_fence();
+      const uint8_t* stage_base = smem + stage * kStageBytes;
+      warp::ColumnQuant<T> quant[kWords];
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab) {
+        if (slab == 0 || (slab % kSlabsPerQuant == 0 && !one_group_per_tile))
+          load_quant(stage_base, slab / kSlabsPerQuant, quant);
+        SlabFragments f;
+        load_slab(stage_base, slab, f);
+        warp::BFragPair b[kWords];
+#pragma unroll
+        for (int w = 0; w < kWords; ++w)
+          b[w] = warp::dequantize_block<T, Bits>(&f.words[w * kWordsPerSubBlock], quant[w]);
+        mma_slab(f.a, b, acc);
+      }
+      stage = stage + 1 == Stages ? 0 : stage + 1;
+      write_stage = write_stage + 1 == Stages ? 0 : write_stage + 1;
+    }
+    cutlass::arch::cp_async_wait<0>();
   }
 
   // This lane's packed words of the warp's columns for one k16 slab, with the widest shared loads the

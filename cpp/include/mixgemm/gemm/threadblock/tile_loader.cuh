@@ -1,0 +1,188 @@
+// Threadblock level: the layout of one pipeline stage in shared memory, and the cp.async copies that fill
+// it with a k-tile.
+//
+// Per stage, shared memory holds one k-tile (TileK = 64) of
+//   A      : TileM x 64 activations, 128 B per row, 16-byte chunks XOR-swizzled by (row % 8) so the eight
+//            row addresses of each ldmatrix phase fall in eight different bank groups;
+//   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B (int4) or 32 B (int8),
+//            stored exactly as in global memory (prepack already ordered them per lane);
+//   scales and offsets for each 32-row half of the k-tile (TileN values each): group sizes down to 32
+//   put two groups in one k-tile; for larger groups both halves hold the same group's values.
+//
+// Why a loader object: every address a thread copies from or to is an affine function of the k-tile, so
+// the loader computes the k-tile-independent part once per threadblock and each k-tile costs a pointer
+// increment per copy. Recomputing the indices per k-tile (divisions, row clamps, 64-bit multiplies,
+// loops whose trip count depends on the thread index) was about 60% of the 128 x 256 kernel's
+// instructions (SASS of the main loop: ~900 integer instructions per 128 mma; ncu: 5.8 instructions
+// issued per mma, H100, 2026-11-23).
+#pragma once
+
+#include <cstdint>
+
+#include "cutlass/arch/memory_sm80.h"
+
+namespace mixgemm::gemm::threadblock {
+
+constexpr int kChunkBytes = 16;   // one cp.async / ldmatrix row: 8 fp16 or bf16 values
+constexpr int kTileK = 64;        // K per main-loop step; the packed layout assumes it
+constexpr int kQuantK = 32;       // K rows sharing one row of scales/offsets in shared memory: the smallest group
+constexpr int kPackedStripN = 64; // columns per packed strip (prepack layout)
+constexpr int kSlabK = 16;        // K rows per mma / packed slab
+constexpr int kARowChunks = kTileK * 2 / kChunkBytes;  // 16-byte chunks per 64-wide row of A: 8
+
+// Packed weight geometry for `Bits`-bit weights (prepack layout): per 16(k) x 64(n) block, each of 32
+// lanes holds 4 sub-blocks x Bits / 4 words.
+template <int Bits>
+struct PackedGeometry {
+  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
+  static constexpr int kWordsPerSubBlock = Bits / 4;                // 16 x 16 block: 1 (int4) or 2 (int8)
+  static constexpr int kWordsPerLane = 4 * kWordsPerSubBlock;       // 64 columns per strip = 4 sub-blocks
+  static constexpr int kSlabBytes = 32 * kWordsPerLane * 4;         // 512 B (int4) or 1 KiB (int8)
+  static constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // one strip's k-tile
+};
+
+// Byte offsets inside one stage: [A][B strips][scales: kQuantRows rows][offsets: kQuantRows rows].
+template <int Bits, int TileM, int TileN>
+struct StageLayout {
+  using Geometry = PackedGeometry<Bits>;
+  static constexpr int kABytes = TileM * kTileK * 2;
+  static constexpr int kBBytes = (TileN / kPackedStripN) * Geometry::kStripTileBytes;
+  static constexpr int kQuantBytes = TileN * 2;        // one row of scales (or of offsets)
+  static constexpr int kQuantRows = kTileK / kQuantK;  // per table: one row per 32-row half of the k-tile
+  static constexpr int kQuantOffset = kABytes + kBBytes;
+  static constexpr int kStageBytes = kQuantOffset + 2 * kQuantRows * kQuantBytes;
+};
+
+template <typename T, int Bits, int TileM, int TileN, int Threads>
+class TileLoader {
+ public:
+  using Layout = StageLayout<Bits, TileM, TileN>;
+  using Geometry = PackedGeometry<Bits>;
+
+  // A: thread t copies chunk t % 8 of rows t / 8 + j * kARowStep. kARowStep is a multiple of 8, so
+  // (row % 8), and with it the swizzle, is the same for all of a thread's rows.
+  static constexpr int kARowStep = Threads / kARowChunks;
+  static constexpr int kAPerThread = TileM * kARowChunks / Threads;
+  static_assert(Threads % 64 == 0, "the loader assumes whole pairs of warps (rows step by a multiple of 8)");
+  static_assert(TileM * kARowChunks % Threads == 0, "A chunks must divide evenly among the threads");
+
+  // B: chunk i = t + j * Threads of the stage's strips is chunk i % kStripChunks of strip i / kStripChunks.
+  static constexpr int kStripChunks = Geometry::kStripTileBytes / kChunkBytes;  // 128 (int4) or 256 (int8)
+  static constexpr int kBChunks = (TileN / kPackedStripN) * kStripChunks;
+  static constexpr int kBPerThread = kBChunks / Threads;
+  static_assert(kBChunks % Threads == 0, "B chunks must divide evenly among the threads");
+  static_assert(kStripChunks % Threads == 0 || Threads % kStripChunks == 0,
+                "a thread's strips and in-strip chunks must step by constants");
+
+  // Scales and offsets: 2 tables x kQuantRows rows x kQuantRowChunks chunks, at most one per thread.
+  static constexpr int kQuantRowChunks = Layout::kQuantBytes / kChunkBytes;
+  static constexpr int kQuantChunks = 2 * Layout::kQuantRows * kQuantRowChunks;
+  static_assert(kQuantChunks <= Threads, "one scale/offset chunk per thread at most");
+
+  struct Problem {
+    const T* A;
+    const int32_t* B;
+    const T* scales;
+    const T* offsets;
+    int M, N, K, group_size;
+    int m0, n0;  // this threadblock's first output row and column
+  };
+
+  // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... (load() takes them in that order).
+  __device__ TileLoader(const Problem& p, int kt_begin) {
+    const int t = threadIdx.x;
+
+    // A. Rows past M are zero-filled; their source address stays at this thread's first (clamped) row.
+    const int chunk = t % kARowChunks, row0 = t / kARowChunks;
+    a_src_ = p.A + static_cast<int64_t>(min(p.m0 + row0, p.M - 1)) * p.K + kt_begin * kTileK + chunk * 8;
+    a_row_step_ = kARowStep * p.K;
+    a_valid_ = 0;
+#pragma unroll
+    for (int j = 0; j < kAPerThread; ++j) a_valid_ |= uint32_t{p.m0 + row0 + j * kARowStep < p.M} << j;
+    a_dst_ = row0 * (kTileK * 2) + ((chunk ^ (row0 % 8)) * kChunkBytes);
+
+    // B. A strip past N / 64 is zero-filled from the start of B.
+    const int first_strip = p.n0 / kPackedStripN;
+    strip_step_ = (p.K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
+    const int strip = t / kStripChunks, within = t % kStripChunks;
+    b_src_ = reinterpret_cast<const uint4*>(p.B) + static_cast<int64_t>(first_strip + strip) * strip_step_ +
+             kt_begin * kStripChunks + within;
+    b_valid_ = 0;
+#pragma unroll
+    for (int j = 0; j < kBPerThread; ++j)
+      b_valid_ |= uint32_t{first_strip + strip + b_strip_delta(j) < p.N / kPackedStripN} << j;
+    b_first_ = reinterpret_cast<const uint4*>(p.B);
+
+    // Scales/offsets: thread t < kQuantChunks copies chunk t % kQuantRowChunks of row t / kQuantRowChunks:
+    // table (row / kQuantRows), half (row % kQuantRows). Its group advances as k-tiles go by (see load()).
+    if (t < kQuantChunks) {
+      const int row = t / kQuantRowChunks, q_chunk = t % kQuantRowChunks;
+      const int half = row % Layout::kQuantRows;
+      const int n = p.n0 + q_chunk * 8;
+      q_valid_ = n < p.N;
+      k32_per_group_ = p.group_size / kQuantK;
+      const int k32 = kt_begin * (kTileK / kQuantK) + half;  // this half's 32-row index in K
+      q_rem_ = k32 % k32_per_group_;
+      q_src_ = (row < Layout::kQuantRows ? p.scales : p.offsets) + static_cast<int64_t>(k32 / k32_per_group_) * p.N +
+               (q_valid_ ? n : 0);
+      q_N_ = p.N;
+      q_dst_ = Layout::kQuantOffset + row * Layout::kQuantBytes + q_chunk * kChunkBytes;
+    }
+  }
+
+  // Issues this thread's cp.async copies of the next k-tile into `stage`, then steps to the k-tile after.
+  __device__ void load(uint8_t* stage) {
+    using cutlass::arch::cp_async_zfill;
+    using cutlass::arch::CacheOperation;
+#pragma unroll
+    for (int j = 0; j < kAPerThread; ++j) {
+      const bool valid = (a_valid_ >> j) & 1;
+      const T* src = valid ? a_src_ + j * a_row_step_ : a_src_;
+      cp_async_zfill<kChunkBytes, CacheOperation::Global>(stage + a_dst_ + j * kARowStep * (kTileK * 2), src, valid);
+    }
+#pragma unroll
+    for (int j = 0; j < kBPerThread; ++j) {
+      const bool valid = (b_valid_ >> j) & 1;
+      const uint4* src = valid ? b_src_ + b_strip_delta(j) * strip_step_ + b_within_delta(j) : b_first_;
+      cp_async_zfill<kChunkBytes, CacheOperation::Global>(
+          stage + Layout::kABytes + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
+    }
+    if (threadIdx.x < kQuantChunks) {
+      cp_async_zfill<kChunkBytes, CacheOperation::Global>(stage + q_dst_, q_src_, q_valid_);
+      // The next k-tile's half is 2 rows of 32 further on: at most two group boundaries (group size 32).
+      q_rem_ += kTileK / kQuantK;
+#pragma unroll
+      for (int step = 0; step < kTileK / kQuantK; ++step) {
+        if (q_rem_ >= k32_per_group_) {
+          q_rem_ -= k32_per_group_;
+          q_src_ += q_N_;
+        }
+      }
+    }
+    a_src_ += kTileK;
+    b_src_ += kStripChunks;
+  }
+
+ private:
+  // Strips and in-strip chunks from a thread's copy 0 to its copy j: constants (see the static_assert).
+  __device__ static constexpr int b_strip_delta(int j) {
+    return Threads % kStripChunks == 0 ? j * (Threads / kStripChunks) : (j * Threads) / kStripChunks;
+  }
+  __device__ static constexpr int b_within_delta(int j) {
+    return Threads % kStripChunks == 0 ? 0 : (j * Threads) % kStripChunks;
+  }
+
+  const T* a_src_;
+  int a_row_step_;
+  uint32_t a_valid_;
+  int a_dst_;
+  const uint4* b_src_;
+  const uint4* b_first_;
+  int strip_step_;
+  uint32_t b_valid_;
+  const T* q_src_ = nullptr;
+  int q_rem_ = 0, k32_per_group_ = 1, q_N_ = 0, q_dst_ = 0;
+  bool q_valid_ = false;
+};
+
+}  // namespace mixgemm::gemm::threadblock
