@@ -528,7 +528,7 @@ def test_heuristic_invariants(set_name, N, K, sms):
         assert cfg.split_k_mode in ("none", "parallel")
         if M <= 16 and has_16:
             assert cfg.tile_m == 16, (M, cfg)
-        if M > 64 and has_128:
+        if M > 256 and has_128:
             assert cfg.tile_m == 128, (M, cfg)
         if cfg.split_k > 1:
             # Each split streams at least 4 k-tiles (8 from 64 rows up), and splitting only happens while
@@ -547,7 +547,7 @@ def test_heuristic_tile_by_m(set_name):
     assert pick(16).tile_m == 16
     assert pick(17).tile_m == (32 if set_name == "full" else 64)
     assert pick(64).tile_m == 64
-    assert pick(65).tile_m == 128
+    assert (pick(256).tile_m, pick(256).tile_n) == (64, 128)
     assert (pick(257).tile_m, pick(4096).tile_n) == (128, 256)
     # Stage count: the shallowest of 3 or more.
     assert pick(1).stages == 3
@@ -562,13 +562,19 @@ def test_heuristic_small_grid_splits_k():
 
 
 def test_heuristic_compute_tiles_split_to_one_wave():
-    # M = 128, N = 4096: 16 tiles of 128 x 256 cover 16 of 132 SMs; ceil(132 / 16) = 9 splits, capped
-    # at 64 k-tiles / 8 per split = 8.
-    cfg = tuning.heuristic_config(SETS["minimal"], 128, 4096, 4096, 132)
-    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 8, "parallel")
-    # M = 128, N = 28672: 112 tiles, more than 3/4 of the SMs: no split.
-    cfg = tuning.heuristic_config(SETS["minimal"], 128, 28672, 8192, 132)
+    # M = 512, N = 4096: 4 x 16 = 64 tiles of 128 x 256 cover 64 of 132 SMs: ceil(132 / 64) = 3 splits.
+    cfg = tuning.heuristic_config(SETS["minimal"], 512, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 3, "parallel")
+    # M = 512, N = 28672: 448 tiles, more than 3/4 of the SMs: no split.
+    cfg = tuning.heuristic_config(SETS["minimal"], 512, 28672, 8192, 132)
     assert (cfg.tile_m, cfg.split_k) == (128, 1)
+
+
+def test_heuristic_middle_tiles_split_to_four_blocks_per_sm():
+    # M = 128, N = 4096: 2 x 32 = 64 tiles of 64 x 128; ceil(4 * 132 / 64) = 9 splits, capped at
+    # 64 k-tiles / 8 per split = 8.
+    cfg = tuning.heuristic_config(SETS["minimal"], 128, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (64, 128, 8, "parallel")
 
 
 def test_heuristic_mid_m_splits_like_decode():

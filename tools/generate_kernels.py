@@ -19,23 +19,29 @@ TILE_K = 64  # the main loop's k-tile; the packed layout and group sizes are bui
 
 # (tile_m, tile_n, warp_m, warp_n): stage counts compiled for it.
 #  - 16 x N: decode (M <= 16), bandwidth bound: narrow warps (16 x 32) spread the weight stream.
-#  - 32/64 x 128: the middle (M = 17..128), where the weight stream and the mma work are comparable.
-#  - 128 x 128/256: large M, compute bound: 64 x 64 warp tiles maximise mma per converted weight.
+#  - 32/64 x 128 and 64 x 256: the middle (M = 17..256), where the weight stream and the mma work are
+#    comparable.
+#  - 128 x 128/256: large M, compute bound.
+# Every tile gives each warp all of the tile's rows (warp_m = tile_m): a converted weight fragment then
+# feeds every row of the tile, so no two warps convert the same weights. Against the earlier
+# 2-warps-along-M tiles (64 x 128 with 32 x 64 warps, 128 x 256 with 64 x 64) the same threadblock tiles
+# took 5-15% less time (tools/path_probe.py --paths sm80, H100, BENCHMARKS.md, issue 10).
 FULL = {
     (16, 64, 16, 32): (2, 3, 4, 5),
     (16, 128, 16, 32): (3, 4, 5),
     (16, 256, 16, 64): (3, 4),
     (32, 128, 32, 32): (3, 4),
-    (64, 128, 32, 64): (3, 4),
-    (128, 128, 64, 64): (3, 4),
-    (128, 256, 64, 64): (3,),
+    (64, 128, 64, 32): (3, 4),
+    (64, 256, 64, 64): (3,),
+    (128, 128, 128, 32): (4,),
+    (128, 256, 128, 32): (3,),
 }
 # The heuristic's first choice per regime (python/mixgemm/tuning.py), enough to exercise every code path
 # (CI's 2-core build).
 MINIMAL = {
     (16, 256, 16, 64): (3,),
-    (64, 128, 32, 64): (4,),
-    (128, 256, 64, 64): (3,),
+    (64, 128, 64, 32): (4,),
+    (128, 256, 128, 32): (3,),
 }
 # Decode path (cpp/include/mixgemm/gemv): (m_tiles, warps per block). m_tiles n8 mma tiles take up to
 # 8 * m_tiles rows of x; each instance is compiled for 1 and 2 scale rows per 64-deep batch (group sizes

@@ -20,15 +20,16 @@ import torch
 
 from .config import LAYOUTS, GemmConfig
 
-# Preferred threadblock tile (tile_m, tile_n) per M bucket, best first, from `python -m mixgemm sweep`
-# on an H100 (BENCHMARKS.md). Small M is bandwidth bound: 16-row tiles waste the fewest mma rows, and
-# 256 columns per tile give each threadblock 8 KiB of weights per stage (16 x 256 beat 16 x 128 by 3%
-# to 30% at 4096 x 4096 and 8192 x 28672). Large M is compute bound: 128 x 256 converts each weight once
-# for 128 rows and had the best mma rate (M = 128 and 4096 at 8192 x 28672).
+# Preferred threadblock tile (tile_m, tile_n) per M bucket, best first, from `tools/path_probe.py --paths
+# sm80` on an H100 over the DESIGN shapes (BENCHMARKS.md, issue 10). Small M is bandwidth bound: 16-row
+# tiles waste the fewest mma rows, and 256 columns per tile give each threadblock 8 KiB of weights per
+# stage. At M = 64..256 the 64 x 128 tile (four warps of 64 x 32) was within 7% of the best tile in every
+# cell (within 3% in 10 of 12); from M = 1024 up 128 x 256 (eight warps of 128 x 32) was the best or
+# within 2.5% of it (128 x 128 at M = 1024 on 4096 x 4096 and 8192 x 8192).
 _PREFERENCE = (
     (16, ((16, 256), (16, 128), (16, 64), (32, 128), (64, 128))),
     (32, ((32, 128), (64, 128), (16, 256))),
-    (64, ((64, 128), (32, 128), (128, 128))),
+    (256, ((64, 128), (64, 256), (32, 128), (128, 128))),
     (math.inf, ((128, 256), (128, 128), (64, 128))),
 )
 # Up to M = 64 the weight stream dominates (2 M flops per 0.5-byte weight is under the H100's
