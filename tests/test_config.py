@@ -532,10 +532,10 @@ def test_heuristic_invariants(set_name, N, K, sms):
             assert cfg.tile_m == 128, (M, cfg)
         if cfg.split_k > 1:
             # Each split streams at least 4 k-tiles (8 from 64 rows up), and splitting only happens while
-            # the grid is small: under 6 blocks per SM for 16/32-row tiles, 4 for 64, 3/4 of a wave above.
+            # the grid is small: under 3 blocks per SM for 16-row tiles, 6 for 32, 4 for 64, 3/4 of a wave above.
             assert cfg.split_k * (4 if cfg.tile_m <= 32 else 8) <= K // cfg.tile_k
             grid = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n)
-            limit = {16: 6 * sms, 32: 6 * sms, 64: 4 * sms}.get(cfg.tile_m, 0.75 * sms)
+            limit = {16: 3 * sms, 32: 6 * sms, 64: 4 * sms}.get(cfg.tile_m, 0.75 * sms)
             assert grid < limit, (M, cfg)
 
 
@@ -557,8 +557,14 @@ def test_heuristic_small_grid_splits_k():
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 4096, 4096, 132)
     assert (cfg.tile_m, cfg.tile_n) == (16, 256)
     assert cfg.split_k_mode == "parallel"
-    # 16 tiles want ceil(6 * 132 / 16) = 50 splits; K = 4096 allows 64 / 4 = 16.
+    # 16 tiles want ceil(3 * 132 / 16) = 25 splits; K = 4096 allows 64 / 4 = 16.
     assert cfg.split_k == 16
+
+
+def test_heuristic_16_row_tiles_split_to_three_blocks_per_sm():
+    # M = 16, N = 28672: 112 tiles of 16 x 256; ceil(3 * 132 / 112) = 4 splits (K = 8192 allows 32).
+    cfg = tuning.heuristic_config(SETS["minimal"], 16, 28672, 8192, 132)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k) == (16, 256, 4)
 
 
 def test_heuristic_compute_tiles_split_to_one_wave():
