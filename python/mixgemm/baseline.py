@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import _checks
-from ._runtime import current_stream, extension
+from ._runtime import current_stream, device_guard, extension
 
 # The kernel's tiles: 16 rows of x per block, 32 K-rows per main-loop step, 64 or 128 columns per block.
 _K_STEP = 32
@@ -48,10 +48,11 @@ def awq_gemm(
     if M == 0:
         return torch.empty((0, N), dtype=x.dtype, device=x.device)
     partials = torch.empty((split_k_iters, M, N), dtype=torch.float16, device=x.device)
-    extension().baseline_awq_gemm(
-        x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), partials.data_ptr(),
-        M, N, K, group_size, split_k_iters, current_stream(x.device),
-    )
+    with device_guard(x.device):
+        extension().baseline_awq_gemm(
+            x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), partials.data_ptr(),
+            M, N, K, group_size, split_k_iters, current_stream(x.device),
+        )
     return partials.sum(0)
 
 

@@ -14,7 +14,7 @@ import torch
 
 from . import _checks, tuning
 from ._checks import ACT_DTYPES, ALIGNMENT_BYTES
-from ._runtime import current_stream, extension, stream_capturing
+from ._runtime import current_stream, device_guard, extension, stream_capturing
 from .config import GemmConfig
 from .packing import PackedWeight, check_packed_weight, check_packed_tensors
 
@@ -42,10 +42,11 @@ def awq_dequantize(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Te
     _checks.check_device_supported(fn, qweight.device)
 
     out = torch.empty((K, N), dtype=scales.dtype, device=qweight.device)
-    extension().awq_dequantize(
-        qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), out.data_ptr(),
-        K, N, K // scales.shape[0], scales.dtype == torch.bfloat16, current_stream(qweight.device),
-    )
+    with device_guard(qweight.device):
+        extension().awq_dequantize(
+            qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), out.data_ptr(),
+            K, N, K // scales.shape[0], scales.dtype == torch.bfloat16, current_stream(qweight.device),
+        )
     return out
 
 
@@ -258,7 +259,12 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4, layout: str
 
 
 def _launch(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
-    """Runs ``plan`` on this call's tensors, with its workspace and semaphores."""
+    """Runs ``plan`` on this call's tensors, with its workspace and semaphores, on their device."""
+    with device_guard(plan.device):
+        _launch_on_current_device(plan, x2, w, bias, out)
+
+
+def _launch_on_current_device(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
     stream = current_stream(plan.device)
     # Kept referenced until the launch is queued (a per-call workspace goes back to the allocator after it,
     # in stream order).

@@ -17,7 +17,7 @@ import torch
 
 from . import _checks
 from ._checks import ACT_DTYPES
-from ._runtime import current_stream, extension
+from ._runtime import current_stream, device_guard, extension
 from .config import LAYOUTS
 
 _PACKED_STRIP_N = 64  # columns per packed strip
@@ -105,16 +105,18 @@ def prepack_awq_tensors(
 
     launch_stream = current_stream(qweight.device)
     packed = torch.empty((N // _PACKED_STRIP_N, K // _K_SLAB, 32, 4), dtype=torch.int32, device=qweight.device)
-    extension().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, launch_stream)
+    with device_guard(qweight.device):
+        extension().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, launch_stream)
     if qzeros is None:
         # The same single rounding as the kernel's -(z * s): the product is exact in float32.
         offsets = (-(_SYMMETRIC_ZERO * scales.float())).to(scales.dtype)
     else:
         offsets = torch.empty_like(scales)
-        extension().fold_awq_zeros(
-            qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
-            scales.dtype == torch.bfloat16, launch_stream,
-        )
+        with device_guard(qweight.device):
+            extension().fold_awq_zeros(
+                qzeros.data_ptr(), scales.data_ptr(), offsets.data_ptr(), scales.shape[0], N,
+                scales.dtype == torch.bfloat16, launch_stream,
+            )
     return packed, scales.clone(), offsets
 
 

@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from .. import _checks, baseline, formats
-from .._runtime import current_stream, extension
+from .._runtime import current_stream, device_guard, extension
 from ..ops import awq_dequantize, gemm, resolve_config
 from ..packing import prepack
 from .timing import copies_for
@@ -200,7 +200,8 @@ def cutlass2_fp16_matmul(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | N
     if out is None:
         out = torch.empty((M, N), dtype=torch.float16, device=x.device)
     if M > 0:
-        binding(x.data_ptr(), w.data_ptr(), out.data_ptr(), M, N, K, current_stream(x.device))
+        with device_guard(x.device):
+            binding(x.data_ptr(), w.data_ptr(), out.data_ptr(), M, N, K, current_stream(x.device))
     return out
 
 
