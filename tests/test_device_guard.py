@@ -81,3 +81,25 @@ def test_gemm_launches_on_the_weights_device(devices, monkeypatch):
     assert seen == [(1, 7)]
     assert streams == [torch.device("cuda", 1)]
     assert devices.current == 0  # restored after the call
+
+
+def test_gemm_sizes_its_plan_and_workspace_on_the_weights_device(devices, monkeypatch):
+    # The plan (the sm90 path's stream-K workspace is sized for the current device's SMs) and the workspace
+    # (capture check and cached buffer, per device and stream) are both resolved with cuda:1 current.
+    made, workspaces = [], []
+    monkeypatch.setattr(ops, "_make_plan", lambda fn, state, M, config: made.append(devices.current) or "plan")
+    monkeypatch.setattr(ops, "_plans", {})
+    state = type("State", (), {"shape_key": ("k",), "device": torch.device("cuda", 1)})()
+    assert ops._plan_for("gemm", state, 1, "auto") == "plan"
+    assert made == [1] and devices.current == 0
+
+    monkeypatch.setattr(ops, "current_stream", lambda device: 7)
+    monkeypatch.setattr(ops, "_workspace", lambda device, stream, nbytes: workspaces.append(devices.current)
+                        or torch.zeros(1))
+    plan = ops._Plan(GemmConfig(16, 256, 64, 16, 64, 64, 3), torch.device("cuda", 1), lambda *args: None,
+                     workspace_bytes=256)
+    K, N, G = 64, 64, 64
+    w = PackedWeight(torch.zeros(N // 64, K // 16, 32, 4, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
+                     torch.zeros(K // G, N, dtype=torch.float16), G, 4, torch.float16, N, K, None)
+    ops._launch(plan, torch.zeros(1, K, dtype=torch.float16), w, None, torch.empty(1, N, dtype=torch.float16))
+    assert workspaces == [1] and devices.current == 0

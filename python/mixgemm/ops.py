@@ -278,6 +278,13 @@ def _launch_on_current_device(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bi
                 workspace.data_ptr() if workspace is not None else 0, extra, stream)
 
 
+def _make_plan_on_device(fn: str, state: _WeightState, M: int, config) -> _Plan:
+    """_make_plan with the weight's GPU current: the extension sizes the sm90 path's stream-K workspace for
+    the current device's SM count, which must be the count of the GPU the plan will launch on."""
+    with device_guard(state.device):
+        return _make_plan(fn, state, M, config)
+
+
 def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
     """Resolves what an (M, config) call on ``state``'s weight runs: the slow part of a first call."""
     from .config import sm90_modes
@@ -317,8 +324,8 @@ def _plan_for(fn: str, state: _WeightState, M: int, config) -> _Plan:
     except KeyError:
         pass
     except TypeError:  # an unhashable config argument: _make_plan reports it
-        return _make_plan(fn, state, M, config)
-    plan = _make_plan(fn, state, M, config)
+        return _make_plan_on_device(fn, state, M, config)
+    plan = _make_plan_on_device(fn, state, M, config)
     if len(_plans) >= _MAX_PLANS:
         _plans.clear()
     _plans[key] = plan
