@@ -530,6 +530,8 @@ def test_heuristic_invariants(set_name, N, K, sms):
             assert cfg.tile_m == 16, (M, cfg)
         if M > 256 and has_128:
             assert cfg.tile_m == 128, (M, cfg)
+        if 64 < M <= 256 and any(c.tile_m == 64 for c in configs):
+            assert cfg.tile_m == 64, (M, cfg)
         if cfg.split_k > 1:
             # Each split streams at least 4 k-tiles (8 from 64 rows up), and splitting only happens while
             # the grid is small: under 3 blocks per SM for 16-row tiles, 6 for 32, 4 for 64, 3/4 of a wave above.
@@ -547,6 +549,7 @@ def test_heuristic_tile_by_m(set_name):
     assert pick(16).tile_m == 16
     assert pick(17).tile_m == (32 if set_name == "full" else 64)
     assert pick(64).tile_m == 64
+    assert pick(65).tile_m == 64
     assert (pick(256).tile_m, pick(256).tile_n) == (64, 128)
     assert (pick(257).tile_m, pick(4096).tile_n) == (128, 256)
     # Stage count: the shallowest of 3 or more.
