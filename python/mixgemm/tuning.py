@@ -36,10 +36,11 @@ _PREFERENCE = (
 # mma.sync-to-DRAM balance of about 170 flop/byte), so these tiles split K until there are about this
 # many threadblocks per SM. 16-row tiles (M = 9..16 on the sm80 layout; the decode path takes M <= 8):
 # 3, from a split sweep at M = 16 after issue 10's loader (BENCHMARKS.md): the best splits were 3, 12
-# and 8 at 8192 x 28672, 28672 x 8192 and 8192 x 8192 (2.7, 2.9 and 1.9 blocks per SM), 5-12% faster
-# than the 6 per SM the slower loader had needed. 64-row tiles: 4 (the same sweep had no clearly better
-# count at M = 64 and 128). 32-row tiles keep the pre-loader 6 (not re-swept). 128-row tiles only need to
-# cover the SMs once.
+# and 8 at 8192 x 28672, 28672 x 8192 and 8192 x 8192 (2.5, 2.9 and 1.9 blocks per SM), 6-12% faster
+# than the splits of the 6 per SM the slower loader had needed. 64-row tiles: 4 (the same sweep had no
+# clearly better count at M = 64 and 128; the 64-row tiles now also take M = 129..256, which is compute
+# bound and was not swept: there the rule rarely splits). 32-row tiles keep the pre-loader 6 (not
+# re-swept). 128-row tiles only need to cover the SMs once.
 _BLOCKS_PER_SM = {16: 3, 32: 6, 64: 4}
 # Each split should still stream enough k-tiles to fill its pipeline: 4 for the light 16/32-row tiles,
 # 8 for 64 rows and up (at 4096 x 4096, M = 64, split 8 beat split 16 by more than 5%).

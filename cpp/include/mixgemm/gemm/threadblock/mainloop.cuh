@@ -108,7 +108,7 @@ struct Mainloop {
   // Tried and not kept (BENCHMARKS.md, issue 10): double-buffering the slab fragments in registers
   // (loading slab s + 1 before the mma of slab s, with the barrier moved before the last slab). With the
   // compiler already interleaving the four unrolled slabs, the extra live registers cost more than the
-  // hidden latency gained: 3% slower on the 128 x 256 tiles at M = 4096, 1-3% faster on 64 x 128.
+  // hidden latency gained: 3% slower on the 128 x 256 tiles at M = 4096, 1.5-3% faster on 64 x 128.
   __device__ static void run(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
                              float (&acc)[kMmaM][kMmaN][4]) {
     Loader loader(p, kt_begin);
@@ -119,8 +119,8 @@ struct Mainloop {
       if (s < num_tiles) loader.load(smem + s * kStageBytes);
       cutlass::arch::cp_async_fence();
     }
-    // With groups of 64 rows or more both 32-row halves of a k-tile share one group: its scales are read
-    // from shared memory once per k-tile instead of twice.
+    // With group sizes that are multiples of 64 both 32-row halves of a k-tile share one group: its scales
+    // are read from shared memory once per k-tile instead of twice.
     const bool one_group_per_tile = p.group_size % kTileK == 0;
     int stage = 0, write_stage = Stages - 1;  // i % Stages and (i - 1) % Stages, kept as counters: a modulo
                                               // by 3 or 5 costs several instructions

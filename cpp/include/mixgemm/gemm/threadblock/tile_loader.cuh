@@ -6,13 +6,14 @@
 //            row addresses of each ldmatrix phase fall in eight different bank groups;
 //   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B (int4) or 32 B (int8),
 //            stored exactly as in global memory (prepack already ordered them per lane);
-//   scales and offsets for each 32-row half of the k-tile (TileN values each): group sizes down to 32
-//   put two groups in one k-tile; for larger groups both halves hold the same group's values.
+//   scales and offsets for each 32-row half of the k-tile (TileN values each): each half holds its own
+//   group's row, so group sizes down to 32 (two groups in one k-tile) and odd multiples of 32 (96: a
+//   group boundary inside a k-tile) work; for multiples of 64 both halves hold the same row.
 //
 // Why a loader object: every address a thread copies from or to is an affine function of the k-tile, so
 // the loader computes the k-tile-independent part once per threadblock and each k-tile costs a pointer
 // increment per copy. Recomputing the indices per k-tile (divisions, row clamps, 64-bit multiplies,
-// loops whose trip count depends on the thread index) was about 60% of the 128 x 256 kernel's
+// loops whose trip count depends on the thread index) was about two thirds of the 128 x 256 kernel's
 // instructions (SASS of the main loop: ~900 integer instructions per 128 mma; ncu: 5.8 instructions
 // issued per mma, H100, 2026-11-23).
 #pragma once
@@ -78,6 +79,7 @@ class TileLoader {
   static constexpr int kQuantRowChunks = Layout::kQuantBytes / kChunkBytes;
   static constexpr int kQuantChunks = 2 * Layout::kQuantRows * kQuantRowChunks;
   static_assert(kQuantChunks <= Threads, "one scale/offset chunk per thread at most");
+  static_assert(kAPerThread <= 32 && kBPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
 
   struct Problem {
     const T* A;
