@@ -76,16 +76,10 @@ def _awq_gemm_baseline_fake(x, qweight, scales, qzeros, split_k_iters):
     return x.new_empty((x.shape[0], scales.shape[1]), dtype=torch.float16)
 
 
-# The schema carries no bit width: the packed tensor's last dimension, words per lane, says it (per 16 x 64
-# block in the sm80 layout: 4 for int4, 8 for int8; per 16 x 16 block in the sm90 layout: 1 and 2; see
-# packing.PackedWeight).
-_BITS_OF_WORDS_PER_LANE = {"sm80": {4: 4, 8: 8}, "sm90": {1: 4, 2: 8}}
-
-
 def _bits_of(packed: torch.Tensor, layout: str = "sm80") -> int:
+    # The schema carries no bit width: the packed tensor's words per lane say it (packing.packed_shape).
     # Anything else is malformed; 4 lets ops.gemm's shape check report it in its usual words.
-    words = _BITS_OF_WORDS_PER_LANE.get(layout, {})
-    return words.get(packed.shape[-1], 4) if packed.dim() == 4 else 4
+    return packing.bits_of_packed(layout, packed) or 4
 
 
 def _weight_of(packed, scales, offsets, group_size: int, n: int, k: int, layout: str = "sm80",

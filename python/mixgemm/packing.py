@@ -376,6 +376,18 @@ def packed_shape(layout: str, k: int, n: int, bits: int) -> tuple[tuple[int, ...
     return (n // _PACKED_STRIP_N, k // _K_SLAB, 32, words), f"[N/64, K/16, 32, {words}] (the sm80 layout)"
 
 
+def bits_of_packed(layout: str, packed: torch.Tensor) -> int | None:
+    """The weight width whose packed tensor in ``layout`` has ``packed``'s words per lane (its last
+    dimension), or None: packed_shape read backwards, for callers that hold only the tensor (the custom ops'
+    schema carries no bit width)."""
+    if packed.dim() != 4:
+        return None
+    for bits in _WORDS_PER_LANE:
+        if packed.shape[-1] == packed_shape(layout, _K_SLAB, _PACKED_STRIP_N, bits)[0][-1]:
+            return bits
+    return None
+
+
 def check_packed_tensors(fn: str, packed: PackedWeight) -> None:
     """The tensors of a PackedWeight (whose fields passed check_packed_weight) match n, k, group_size."""
     n, k, g = packed.n, packed.k, packed.group_size
