@@ -15,7 +15,7 @@ import torch
 
 import mixgemm
 import mixgemm._C as _C
-from mixgemm import _checks, formats, ops, sm90, sm90_layout
+from mixgemm import _checks, formats, ops, packing, sm90, sm90_layout
 from mixgemm import config as config_module
 from mixgemm.config import GemmConfig
 from mixgemm.packing import PackedWeight
@@ -226,6 +226,27 @@ def test_gemm_sm90_takes_only_sm90_weights_and_configs(hand_compiled, cpu_as_cud
                                          r"\(\[K/16, N/16, 32, 1\] \(the sm90 layout\) for 4-bit weights\), "
                                          r"got \(1, 8, 32, 1\)"):
         sm90.gemm_sm90(x, bad, config=SM90_PERSISTENT)
+
+
+def test_gemm_sm90_checks_the_weight_before_choosing_a_config(hand_compiled, cpu_as_cuda):
+    # config=None reads the weight's dtype and width to find a config: a malformed field must be reported
+    # by the weight check, naming the field, not by the config lookup.
+    ckpt = _awq(128, 128, 64)
+    packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    x = torch.zeros(2, 128, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"^gemm_sm90: packed\.bits must be 4 or 8, got 3"):
+        sm90.gemm_sm90(x, dataclasses.replace(packed, bits=3))
+    with pytest.raises(ValueError, match=r"^gemm_sm90: packed\.act_dtype must be float16 or bfloat16"):
+        sm90.gemm_sm90(x, dataclasses.replace(packed, act_dtype=torch.float32))
+
+
+def test_bits_of_packed_reads_packed_shape_backwards():
+    for layout in ("sm80", "sm90"):
+        for bits in (4, 8):
+            shape, _ = packing.packed_shape(layout, 128, 128, bits)
+            assert packing.bits_of_packed(layout, torch.zeros(shape, dtype=torch.int32)) == bits
+        assert packing.bits_of_packed(layout, torch.zeros(2, 8, 32, 3, dtype=torch.int32)) is None
+        assert packing.bits_of_packed(layout, torch.zeros(8, 32, 4, dtype=torch.int32)) is None
 
 
 def test_gemm_sm90_picks_an_sm90_config_even_for_one_row(hand_compiled, monkeypatch):

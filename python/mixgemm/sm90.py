@@ -24,7 +24,7 @@ from . import sm90_layout
 from ._checks import ACT_DTYPES
 from ._runtime import extension
 from .config import GemmConfig, compiled_configs
-from .packing import PackedWeight, checkpoint_codes
+from .packing import PackedWeight, check_packed_weight, checkpoint_codes
 
 LAYOUT = "sm90"
 _TILE_K = 64  # the kernel's k-tile (128 bytes of 16-bit x)
@@ -122,6 +122,9 @@ def gemm_sm90(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None =
         raise ValueError(f"{fn}: config must be an sm90 GemmConfig or None, got "
                          f"{getattr(config, 'name', type(config).__name__)}")
     if config is None:
+        # The weight's fields first: the config lookup below reads its dtype and width, and a malformed
+        # weight must get gemm's message, not the lookup's.
+        check_packed_weight(fn, packed)
         rows = x.numel() // x.shape[-1] if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[-1] else 1
         config = tuning.sm90_config(compiled_sm90_configs(packed.act_dtype, packed.bits), max(rows, 1), packed.n)
         if config is None:
