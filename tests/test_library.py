@@ -173,8 +173,8 @@ def cpu_as_cuda(monkeypatch):
 
     real = _checks.check_tensor
 
-    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True):
-        return real(fn, name, t, dtypes, ndim, cuda=False)
+    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True, aligned=True):
+        return real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned)
 
     monkeypatch.setattr(_checks, "check_tensor", check_tensor)
     monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)

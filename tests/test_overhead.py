@@ -119,8 +119,8 @@ def gpu(monkeypatch, tmp_path):
     fake = FakeGPU()
     real_check_tensor = _checks.check_tensor
     monkeypatch.setattr(_checks, "check_tensor",
-                        lambda fn, name, t, dtypes, ndim, *, cuda=True: real_check_tensor(fn, name, t, dtypes, ndim,
-                                                                                          cuda=False))
+                        lambda fn, name, t, dtypes, ndim, *, cuda=True, aligned=True:
+                        real_check_tensor(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned))
     # Device queries.
     monkeypatch.setattr(_C, "cuda_device_count", fake.counted("cuda_device_count", lambda: 1))
     monkeypatch.setattr(_C, "compiled_archs", fake.counted("compiled_archs", lambda: [80, 90]))

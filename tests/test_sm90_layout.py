@@ -181,7 +181,8 @@ def cpu_as_cuda(monkeypatch):
     """As in test_validation.py: CPU tensors pass for device ones; the extension reports no GPU."""
     real = _checks.check_tensor
     monkeypatch.setattr(_checks, "check_tensor",
-                        lambda fn, name, t, dtypes, ndim, *, cuda=True: real(fn, name, t, dtypes, ndim, cuda=False))
+                        lambda fn, name, t, dtypes, ndim, *, cuda=True, aligned=True:
+                        real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned))
     monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)
 
 
@@ -330,3 +331,22 @@ def test_8_bit_weights_need_the_gptq_format(layout):
     ckpt = _awq(256, 64, 64)
     with pytest.raises(ValueError, match=r"^prepack: 8-bit weights come in the GPTQ layout; pass format='gptq'"):
         mixgemm.prepack(ckpt["qweight"], ckpt["scales"], None, bits=8, layout=layout)
+
+
+def test_prepack_sm90_takes_unaligned_cpu_slices():
+    # The sm90 packer is PyTorch gathers into fresh tensors: a checkpoint tensor that starts at an odd
+    # address (a slice) packs as it is, to the same result as an aligned copy.
+    ckpt = _awq(128, 128, 64)
+
+    def unaligned(t):
+        flat = torch.zeros(t.numel() + 1, dtype=t.dtype)
+        view = flat[1:].view(t.shape)
+        view.copy_(t)
+        assert view.data_ptr() % 16 != 0 and view.is_contiguous()
+        return view
+
+    ref = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+    got = sm90.prepack_sm90(unaligned(ckpt["qweight"]), unaligned(ckpt["scales"]), unaligned(ckpt["qzeros"]))
+    for name in ("packed", "scales", "offsets"):
+        assert torch.equal(getattr(got, name), getattr(ref, name)), name
+        assert getattr(got, name).data_ptr() % 16 == 0, name

@@ -92,8 +92,8 @@ def cpu_as_cuda(monkeypatch):
     """Entry points treat CPU tensors as device tensors; the extension reports no GPU."""
     real = _checks.check_tensor
 
-    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True):
-        return real(fn, name, t, dtypes, ndim, cuda=False)
+    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True, aligned=True):
+        return real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned)
 
     monkeypatch.setattr(_checks, "check_tensor", check_tensor)
     monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)
@@ -148,6 +148,10 @@ class TestCheckTensor:
     def test_misaligned_2d_view(self):
         with pytest.raises(ValueError, match=r"qweight must start at a 16-byte aligned address"):
             _checks.check_tensor("f", "qweight", misaligned((16, 8), I32), (I32,), 2, cuda=False)
+
+    def test_alignment_is_not_asked_of_tensors_only_pytorch_reads(self):
+        t = misaligned((16, 8), I32)
+        assert _checks.check_tensor("f", "qweight", t, (I32,), 2, cuda=False, aligned=False) is t
 
     def test_offset_slice_that_stays_aligned_passes(self):
         # The rule is about the address, not the offset: 4 int32 elements are 16 bytes.

@@ -31,8 +31,10 @@ def check_tensor(
     ndim: int,
     *,
     cuda: bool = True,
+    aligned: bool = True,
 ) -> torch.Tensor:
-    """Checks type, dtype, rank, device, contiguity and 16-byte alignment of one tensor argument."""
+    """Checks type, dtype, rank, device, contiguity and (``aligned``, for a tensor our kernels read) 16-byte
+    alignment of one tensor argument."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
@@ -43,7 +45,7 @@ def check_tensor(
         raise ValueError(f"{fn}: {name} must be on a CUDA device, got {t.device}")
     if not t.is_contiguous():
         raise ValueError(f"{fn}: {name} must be contiguous (call .contiguous() first)")
-    if t.data_ptr() % ALIGNMENT_BYTES != 0:
+    if aligned and t.data_ptr() % ALIGNMENT_BYTES != 0:
         raise ValueError(
             f"{fn}: {name} must start at a {ALIGNMENT_BYTES}-byte aligned address "
             "(a slice with an odd offset breaks this; call .clone())"

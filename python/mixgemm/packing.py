@@ -283,10 +283,12 @@ def checkpoint_codes(fn: str, qweight, scales, qzeros, group_size: int | None, f
     its GPU kernel). ``cuda=False`` lets the PyTorch-only packers run on CPU tensors."""
     from . import formats
 
-    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2, cuda=cuda)
-    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2, cuda=cuda)
+    # PyTorch reads these tensors, never our kernels (they read the fresh packed copies, which gemm checks):
+    # no alignment rule, so a slice of a checkpoint packs as it is.
+    _checks.check_tensor(fn, "qweight", qweight, (torch.int32,), 2, cuda=cuda, aligned=False)
+    _checks.check_tensor(fn, "scales", scales, ACT_DTYPES, 2, cuda=cuda, aligned=False)
     if qzeros is not None:
-        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2, cuda=cuda)
+        _checks.check_tensor(fn, "qzeros", qzeros, (torch.int32,), 2, cuda=cuda, aligned=False)
         _checks.check_same_device(fn, qweight=qweight, scales=scales, qzeros=qzeros)
     else:
         _checks.check_same_device(fn, qweight=qweight, scales=scales)
@@ -336,7 +338,10 @@ def _prepack_gptq_int8(qweight, scales, qzeros, group_size, v1: bool, g_idx) -> 
     _checks.check_device_supported(fn, qweight.device)
     K, N = q.shape
     packed, scales_out, offsets = prepack_ref.prepack_int8_reference(q, scales, zeros, G)
-    return PackedWeight(packed, scales_out, offsets, G, 8, scales.dtype, N, K, perm, scale_only=zeros is None)
+    # A copy, as the other packers make: the kernels read it with 16-byte loads, and the caller's scales
+    # may be an unaligned slice.
+    return PackedWeight(packed, scales_out.clone(), offsets, G, 8, scales.dtype, N, K, perm,
+                        scale_only=zeros is None)
 
 
 def check_packed_weight(fn: str, packed: object) -> None:
