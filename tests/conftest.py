@@ -43,3 +43,19 @@ def pytest_report_header(config):
         return f"mixgemm: GPU {torch.cuda.get_device_name(0)}, GPU tests enabled"
     return "mixgemm: no CUDA GPU visible, tests marked 'gpu' are deselected"
 
+
+
+@pytest.fixture
+def cpu_as_cuda(monkeypatch):
+    """The entry points take CPU tensors for device ones (``check_tensor`` runs with ``cuda=False``) and the
+    extension reports no GPU, so the rules past the device check are reached and a valid call stops, before
+    any launch, at RuntimeError "no CUDA GPU" -- on any machine, with or without a GPU."""
+    from mixgemm import _C, _checks
+
+    real = _checks.check_tensor
+
+    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True, aligned=True):
+        return real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned)
+
+    monkeypatch.setattr(_checks, "check_tensor", check_tensor)
+    monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)

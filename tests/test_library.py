@@ -164,22 +164,6 @@ def test_eager_gemm_errors_name_the_argument():
         library.gemm(torch.zeros(2, K, dtype=F16), weight, config="fastest")
 
 
-@pytest.fixture
-def cpu_as_cuda(monkeypatch):
-    """As in test_validation.py: the entry points take CPU tensors for device ones and the extension
-    reports no GPU, so the rules past the device check are reached and a valid call stops, before any
-    launch, at RuntimeError "no CUDA GPU"."""
-    from mixgemm import _C, _checks
-
-    real = _checks.check_tensor
-
-    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True, aligned=True):
-        return real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned)
-
-    monkeypatch.setattr(_checks, "check_tensor", check_tensor)
-    monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)
-
-
 def test_eager_errors_past_the_device_rule(cpu_as_cuda):
     x = torch.zeros(3, K, dtype=F16)
     with pytest.raises(ValueError, match=r"^baseline.awq_gemm: split_k_iters must be a positive int, got 0"):

@@ -14,8 +14,7 @@ import pytest
 import torch
 
 import mixgemm
-import mixgemm._C as _C
-from mixgemm import _checks, formats, ops, packing, sm90, sm90_layout
+from mixgemm import formats, ops, packing, sm90, sm90_layout
 from mixgemm import config as config_module
 from mixgemm.config import GemmConfig
 from mixgemm.packing import PackedWeight
@@ -174,16 +173,6 @@ SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
 def hand_compiled(monkeypatch):
     monkeypatch.setattr(config_module, "_compiled",
                         lambda bf16, bits: (SM80_TILE, GemmConfig.gemv(8, 4), SM90_PERSISTENT, SM90_STREAMK))
-
-
-@pytest.fixture
-def cpu_as_cuda(monkeypatch):
-    """As in test_validation.py: CPU tensors pass for device ones; the extension reports no GPU."""
-    real = _checks.check_tensor
-    monkeypatch.setattr(_checks, "check_tensor",
-                        lambda fn, name, t, dtypes, ndim, *, cuda=True, aligned=True:
-                        real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned))
-    monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)
 
 
 def test_layouts_never_cross(hand_compiled, cpu_as_cuda):

@@ -6,7 +6,7 @@ a GPU every valid-looking call with CPU tensors ends at the device rule ("must b
 rules past that point are reached two ways here:
 
 * the helpers in ``mixgemm._checks`` are called directly (``check_tensor(..., cuda=False)`` etc.);
-* the fixture ``cpu_as_cuda`` lets the entry points accept CPU tensors as if they were on a GPU (it
+* the fixture ``cpu_as_cuda`` (conftest.py) lets the entry points accept CPU tensors as if they were on a GPU (it
   forces ``cuda=False`` in ``check_tensor``) and makes ``_C.cuda_device_count()`` report 0, so that a call
   that passes every argument rule stops at ``check_device_supported`` with RuntimeError "no CUDA GPU"
   before any pointer reaches a kernel -- on any machine, with or without a GPU.
@@ -85,18 +85,6 @@ def transposed(shape, dtype):
 
 def meta_like(t):
     return torch.empty(t.shape, dtype=t.dtype, device="meta")
-
-
-@pytest.fixture
-def cpu_as_cuda(monkeypatch):
-    """Entry points treat CPU tensors as device tensors; the extension reports no GPU."""
-    real = _checks.check_tensor
-
-    def check_tensor(fn, name, t, dtypes, ndim, *, cuda=True, aligned=True):
-        return real(fn, name, t, dtypes, ndim, cuda=False, aligned=aligned)
-
-    monkeypatch.setattr(_checks, "check_tensor", check_tensor)
-    monkeypatch.setattr(_C, "cuda_device_count", lambda: 0)
 
 
 # ===================================================================================================
