@@ -46,6 +46,14 @@ def devices(monkeypatch):
     return fake
 
 
+def launch_one_row(plan) -> None:
+    """ops._launch of ``plan`` on one row of x and a 64 x 64 weight (CPU tensors: only addresses are read)."""
+    K, N, G = 64, 64, 64
+    w = PackedWeight(torch.zeros(N // 64, K // 16, 32, 4, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
+                     torch.zeros(K // G, N, dtype=torch.float16), G, 4, torch.float16, N, K, None)
+    ops._launch(plan, torch.zeros(1, K, dtype=torch.float16), w, None, torch.empty(1, N, dtype=torch.float16))
+
+
 def test_no_switch_for_the_current_device_or_a_cpu_tensor(devices):
     assert _runtime.device_guard(torch.device("cuda", 0)) is _runtime._NO_SWITCH
     assert _runtime.device_guard(torch.device("cpu")) is _runtime._NO_SWITCH
@@ -72,12 +80,7 @@ def test_gemm_launches_on_the_weights_device(devices, monkeypatch):
         seen.append((devices.current, args[-1]))
 
     plan = ops._Plan(GemmConfig(16, 256, 64, 16, 64, 64, 3), torch.device("cuda", 1), launch)
-    K, N, G = 64, 64, 64
-    w = PackedWeight(torch.zeros(N // 64, K // 16, 32, 4, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
-                     torch.zeros(K // G, N, dtype=torch.float16), G, 4, torch.float16, N, K, None)
-    x = torch.zeros(1, K, dtype=torch.float16)
-    out = torch.empty(1, N, dtype=torch.float16)
-    ops._launch(plan, x, w, None, out)
+    launch_one_row(plan)
     assert seen == [(1, 7)]
     assert streams == [torch.device("cuda", 1)]
     assert devices.current == 0  # restored after the call
@@ -98,8 +101,5 @@ def test_gemm_sizes_its_plan_and_workspace_on_the_weights_device(devices, monkey
                         or torch.zeros(1))
     plan = ops._Plan(GemmConfig(16, 256, 64, 16, 64, 64, 3), torch.device("cuda", 1), lambda *args: None,
                      workspace_bytes=256)
-    K, N, G = 64, 64, 64
-    w = PackedWeight(torch.zeros(N // 64, K // 16, 32, 4, dtype=torch.int32), torch.zeros(K // G, N, dtype=torch.float16),
-                     torch.zeros(K // G, N, dtype=torch.float16), G, 4, torch.float16, N, K, None)
-    ops._launch(plan, torch.zeros(1, K, dtype=torch.float16), w, None, torch.empty(1, N, dtype=torch.float16))
+    launch_one_row(plan)
     assert workspaces == [1] and devices.current == 0
