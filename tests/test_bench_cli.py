@@ -142,6 +142,7 @@ def test_config_names_round_trip():
 
 def test_split_settings_respect_k():
     assert cli.split_settings(64) == [(1, "none")]
+    assert cli.split_settings(4096, GemmConfig.dequant()) == [(1, "none")]  # one cuBLAS GEMM, never split
     assert cli.split_settings(256) == [(1, "none"), (2, "serial"), (2, "parallel"), (4, "serial"), (4, "parallel")]
     assert [k for k, _ in cli.split_settings(4096)] == [1, 2, 2, 4, 4, 8, 8, 16, 16]
 

@@ -192,12 +192,13 @@ class TestSm90Config:
 
     def test_unknown_path(self):
         with pytest.raises(ValueError,
-                           match=r"^GemmConfig: path must be one of \('sm80', 'gemv', 'sm90'\), got 'sm100'"):
+                           match=r"^GemmConfig: path must be one of \('sm80', 'gemv', 'sm90', 'dequant'\), got 'sm100'"):
             GemmConfig(*BASE.tile, path="sm100")
 
     def test_paths_and_the_layouts_they_read(self):
-        assert PATHS == ("sm80", "gemv", "sm90")
-        assert LAYOUTS_OF_PATH == {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",)}
+        assert PATHS == ("sm80", "gemv", "sm90", "dequant")
+        assert LAYOUTS_OF_PATH == {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",),
+                                   "dequant": ("sm80", "sm90")}
         assert BASE.layouts == ("sm80",)
         assert GemmConfig.gemv(8, 4).layouts == ("sm80", "sm90")  # the decode path reads both layouts
         assert self.COOP.layouts == self.PINGPONG.layouts == ("sm90",)
@@ -230,8 +231,33 @@ class TestSm90Config:
         for c in mixgemm.compiled_configs(dtype, bits, path="sm90"):
             assert c.path == "sm90" and c.layouts == ("sm90",) and c.split_k == 1
             assert config_names.from_name(c.name) == c
-        with pytest.raises(ValueError, match=r"^compiled_configs: path must be one of \('sm80', 'gemv', 'sm90'\)"):
+        with pytest.raises(ValueError,
+                           match=r"^compiled_configs: path must be one of \('sm80', 'gemv', 'sm90', 'dequant'\)"):
             mixgemm.compiled_configs(dtype, bits, path="sm91")
+
+
+class TestDequantConfig:
+    """The dequant path's one config: no tile, no split, both layouts, one name."""
+
+    def test_fields_and_name(self):
+        c = GemmConfig.dequant()
+        assert c.path == "dequant" and c.layouts == ("sm80", "sm90") and c.tile == ()
+        assert c.split_k == 1 and c.split_k_mode == "none" and c.name == "dequant_cublas"
+        assert config_names.from_name("dequant_cublas") == c and config_names.to_name(c) == "dequant_cublas"
+
+    def test_it_never_splits(self):
+        with pytest.raises(ValueError, match="dequant path runs one cuBLAS GEMM: split_k must be 1"):
+            GemmConfig.dequant().with_split_k(2, "serial")
+
+    def test_it_takes_no_sm90_fields(self):
+        with pytest.raises(ValueError, match="belong to the sm90 path, not 'dequant'"):
+            GemmConfig(0, 0, 0, 0, 0, 0, 0, path="dequant", schedule="coop")
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    @pytest.mark.parametrize("bits", [4, 8])
+    def test_every_build_compiles_it(self, dtype, bits):
+        assert mixgemm.compiled_configs(dtype, bits, path="dequant") == [GemmConfig.dequant()]
+        assert GemmConfig.dequant() in mixgemm.compiled_configs(dtype, bits, path=None)
 
 
 # ===================================================================================================
@@ -725,6 +751,29 @@ def test_sm90_without_a_tile_of_n():
     assert sm90_pick(4, 4160, 4096, configs=only_128).path == "gemv"
     with pytest.raises(RuntimeError, match="no compiled sm90 config tiles N = 4096"):
         sm90_pick(64, configs=DECODE)
+
+
+def test_dequant_path_from_its_threshold_per_layout():
+    # gemm hands the heuristic the dequant config with the rest (it reads both layouts).
+    sm90 = SM90_LAYOUT + [GemmConfig.dequant()]
+    sm80 = SETS["full"] + DECODE + [GemmConfig.dequant()]
+    for M in (1, 8, 16, 300, 4096, 8191):
+        assert sm90_pick(M, 28672, 8192, configs=sm90).path != "dequant", M
+    for M in (8192, 20000):
+        assert sm90_pick(M, 28672, 8192, configs=sm90) == GemmConfig.dequant(), M
+        assert sm90_pick(M, 4096, 4096, configs=sm90) == GemmConfig.dequant(), M  # whatever the weight's size
+    for M in (1, 16, 512, 1023):
+        assert tuning.heuristic_config(sm80, M, 4096, 4096, 132).path != "dequant", M
+    for M in (1024, 4096, 9000):
+        assert tuning.heuristic_config(sm80, M, 4096, 4096, 132) == GemmConfig.dequant(), M
+    # A build without it (the hand-made sets above): the GEMM at every M.
+    assert sm90_pick(20000).path == "sm90" and tuning.heuristic_config(SETS["full"], 9000, 4096, 4096, 132).path == "sm80"
+
+
+def test_sm90_layout_without_a_tile_of_n_falls_back_to_the_dequant_path():
+    only_128 = DECODE + [c for c in SM90_FULL_CONFIGS if c.tile_n == 128] + [GemmConfig.dequant()]
+    assert sm90_pick(64, 4160, 4096, configs=only_128) == GemmConfig.dequant()
+    assert sm90_pick(4, 4160, 4096, configs=only_128).path == "gemv"  # a few rows still decode
 
 
 def test_sm90_heuristic_never_returns_an_sm80_config():

@@ -385,3 +385,26 @@ def test_resolve_config_reads_its_layouts_cache_entry(fake_device, hand_compiled
     tuning.save_choice(GPU, 256, 4160, 4096, 128, "fp16", SM90_A, layout="sm90")
     with pytest.raises(RuntimeError, match="no compiled sm90 config tiles N = 4160"):
         ops.resolve_config(256, narrow, "auto")  # and no other compiled sm90 tile divides 4160 either
+
+
+def test_resolve_config_takes_the_dequant_path_from_its_threshold(fake_device, hand_compiled, monkeypatch):
+    monkeypatch.setattr(config_module, "_compiled", lambda bf16, bits: HAND_COMPILED + (GemmConfig.dequant(),))
+    sm90_w, sm80_w = _weight_in("sm90", fake_device), _weight_in("sm80", fake_device)
+    assert ops.resolve_config(1023, sm80_w, "auto").path == "sm80"
+    assert ops.resolve_config(1024, sm80_w, "auto") == GemmConfig.dequant()
+    assert ops.resolve_config(8191, sm90_w, "auto").path == "sm90"
+    assert ops.resolve_config(8192, sm90_w, "auto") == GemmConfig.dequant()
+    # Group size 8: the expansion reads one scale row per 16-deep slab, so auto never picks it (a tuned
+    # entry naming it included); an explicit request is refused when gemm plans the call.
+    g8 = packing.PackedWeight(fake_device.packed, torch.zeros(512, 4096, dtype=torch.float16),
+                              torch.zeros(512, 4096, dtype=torch.float16), 8, 4, torch.float16, 4096, 4096)
+    tuning.save_choice(GPU, 4096, 4096, 4096, 8, "fp16", GemmConfig.dequant())
+    assert ops.resolve_config(4096, g8, "auto").path == "sm80"
+
+
+def test_a_tuned_dequant_choice_round_trips(fake_device, tmp_path):
+    cache = tmp_path / "dequant.json"
+    tuning.save_choice(GPU, 2048, 4096, 4096, 128, "fp16", GemmConfig.dequant(), 99.0, path=cache, layout="sm90")
+    assert tuning.lookup(GPU, 2048, 4096, 4096, 128, "fp16", path=cache, layout="sm90") == GemmConfig.dequant()
+    tuning.save_choice(GPU, 2048, fake_device.n, fake_device.k, 128, "fp16", GemmConfig.dequant())
+    assert ops.resolve_config(2048, fake_device, "auto") == GemmConfig.dequant()

@@ -7,6 +7,8 @@ For each shape and M, the kernel families named by ``--paths``:
   sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only);
   sm80   every compiled sm80 config on the sm80 layout, each with the heuristic's split for its tile, and
          the cutlass2_fp16 peer (CUTLASS 2.x's dense fp16 mma.sync GEMM: this path's ceiling);
+  dequant  the dequant path on both layouts, its expansion alone (``expand[layout]``), and vLLM's large-M
+         plan on the AWQ checkpoint (our awq_dequantize, then cuBLAS: "dequantize + cuBLAS");
 plus cuBLAS fp16, all under the protocol of python/mixgemm/bench/timing.py (weights rotated past L2, CUDA
 graphs, median of 7). Prints one line per (shape, M) with the winner and Marlin's figure where DESIGN.md
 section 7 has one, and writes every time to ``$OUT/path_probe.json`` (or ./path_probe.json):
@@ -31,7 +33,7 @@ from mixgemm.bench import peers, timing
 SHAPES = [(4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192, 28672), (28672, 8192)]
 MS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
 G = 128
-PATHS = ("auto", "gemv", "sm90", "sm80")
+PATHS = ("auto", "gemv", "sm90", "sm80", "dequant")
 # Marlin (symmetric int4, G = 128, fp16), us, measured on this H100 with the same protocol: DESIGN.md section 7.
 MARLIN_US = {
     (4096, 4096): {1: 14.5, 16: 15.4, 64: 24.0, 128: 21.6, 256: 28.3, 1024: 93.8, 4096: 426},
@@ -110,8 +112,18 @@ def main() -> None:
                         [lambda d=d: peers.cutlass2_fp16_matmul(x, d, out) for d in dense_copies]).median_us
                 except (ValueError, RuntimeError) as exc:
                     print(f"  cutlass2_fp16: {type(exc).__name__}: {str(exc)[:120]}")
+            if "dequant" in args.paths:
+                for layout in layouts:
+                    run(f"dequant_cublas[{layout}]", (layout, True), mixgemm.GemmConfig.dequant())
+                    row[f"expand[{layout}]"] = timing.time_fn(
+                        [lambda w=w: mixgemm.dequantize_weight(w) for w in packed(layout, True)]).median_us
+                row["awq_dequantize+cuBLAS"] = timing.time_fn(
+                    [lambda c=c: x @ mixgemm.awq_dequantize(c["qweight"], c["scales"], c["qzeros"])
+                     for c in ckpts]).median_us
             row["cublas_fp16"] = timing.time_fn([lambda d=d: x @ d for d in dense_copies]).median_us
-            best = min((k for k in row if k not in ("cublas_fp16", "cutlass2_fp16")), key=row.get, default=None)
+            # The winner among our GEMMs (peers and the expansion alone are not candidates).
+            best = min((k for k in row if k not in ("cublas_fp16", "cutlass2_fp16", "awq_dequantize+cuBLAS")
+                        and not k.startswith("expand[")), key=row.get, default=None)
             flops = 2 * M * N * K
             print(f"{K}x{N} M={M:5d}  best {best} {row.get(best, float('nan')):9.2f} us  "
                   f"cuBLAS {row['cublas_fp16']:9.2f} us ({flops / row['cublas_fp16'] / 1e6:5.0f} TFLOP/s)"

@@ -3,7 +3,7 @@
 
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
 tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split),
-the decode path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
+the decode path and the dequant path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
 need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on.
 """
 
@@ -71,6 +71,10 @@ def main() -> int:
                 err = ((out.double() - ref[rows]).norm() / ref[rows].norm()).item()
                 if not err < 3e-3:
                     failures.append(f"{cfg.name} ({weight.layout} layout): relative error {err:.2e}")
+    # The dequant path's expansion kernel on both layouts (then cuBLAS).
+    for weight in (packed, sm90_packed):
+        check(f"dequant_cublas ({weight.layout} layout)", mixgemm.gemm(x, weight, config=mixgemm.GemmConfig.dequant()),
+              3e-3)
     from mixgemm import sm90
 
     if torch.cuda.get_device_capability() == (9, 0) and sm90.available():

@@ -16,6 +16,7 @@
 #include "mixgemm/baseline/awq_gemm.h"
 #include "mixgemm/common/check.h"
 #include "mixgemm/dequant/awq_dequantize.h"
+#include "mixgemm/dequant/packed_dequantize.h"
 #include "mixgemm/gemm/device/gemm_runner.h"
 #include "mixgemm/gemv/gemv_runner.h"
 #include "mixgemm/peers/cutlass2_fp16.h"
@@ -191,6 +192,20 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("qweight"), py::arg("scales"), py::arg("qzeros"), py::arg("out"), py::arg("K"), py::arg("N"),
       py::arg("group_size"), py::arg("bf16"), py::arg("stream"));
+
+  m.def(
+      "dequantize_packed",
+      [](std::uintptr_t packed, std::uintptr_t scales, std::uintptr_t offsets, std::uintptr_t out, int N, int K,
+         int group_size, int bits, bool bf16, bool sm90_layout, std::uintptr_t stream) {
+        namespace g = mixgemm::gemm;
+        mixgemm::dequant::dequantize_packed(sm90_layout ? g::WeightLayout::kSm90 : g::WeightLayout::kSm80, bits,
+                                            bf16, ptr<const int32_t>(packed), ptr<const void>(scales),
+                                            ptr<const void>(offsets), ptr<void>(out), N, K, group_size,
+                                            stream_of(stream));
+      },
+      py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("out"), py::arg("N"), py::arg("K"),
+      py::arg("group_size"), py::arg("bits"), py::arg("bf16"), py::arg("sm90_layout"), py::arg("stream"),
+      "W^T [N, K] (row-major, the activation type) from a PackedWeight's packed words, scales and offsets");
 
   m.def(
       "baseline_awq_gemm",

@@ -3,8 +3,10 @@ run-time split-K.
 
 Paths (DESIGN.md section 3): ``"sm80"``, the CUTLASS-2.x-style mma.sync GEMM (any M); ``"gemv"``, the
 decode path, a batched GEMV for up to ``tile_m`` rows of x (M <= 16); ``"sm90"``, the CUTLASS 3.x
-wgmma/TMA GEMM (Hopper, any M). Each path reads the weight layouts of :data:`LAYOUTS_OF_PATH`: a weight
-prepacked for one GPU serves its decode path and its GEMM path.
+wgmma/TMA GEMM (Hopper, any M); ``"dequant"``, the whole weight expanded to a dense fp16/bf16 temporary by
+our kernel, then one cuBLAS GEMM (any M; it wins only at large M, where cuBLAS outruns the mixed-input
+kernels by more than the expansion costs). Each path reads the weight layouts of :data:`LAYOUTS_OF_PATH`:
+a weight prepacked for one GPU serves its decode path, its GEMM path and the dequant path.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import functools
 import torch
 
 SPLIT_K_MODES = ("none", "serial", "parallel")
-PATHS = ("sm80", "gemv", "sm90")
+PATHS = ("sm80", "gemv", "sm90", "dequant")
 # The weight layouts (PackedWeight.layout) and which of them each path's kernels read
 # (cpp/include/mixgemm/gemv/weight_layouts.cuh).
 LAYOUTS = ("sm80", "sm90")
-LAYOUTS_OF_PATH = {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",)}
+LAYOUTS_OF_PATH = {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",), "dequant": ("sm80", "sm90")}
 # sm90 kernels: "coop" (two consumer warpgroups split one weight tile) or "pingpong" (they alternate
 # whole tiles); tile scheduler "persistent" or "streamk" (tools/generate_kernels.py).
 SM90_SCHEDULES = ("coop", "pingpong")
@@ -29,6 +31,8 @@ SM90_SCHEDULERS = ("persistent", "streamk")
 _GEMV_STRIP_N = 64
 _GEMV_BATCH_K = 64
 _GEMV_DEPTH = 2
+# The dequant path's config name: what it does, in the order it does it.
+DEQUANT_NAME = "dequant_cublas"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +53,9 @@ class GemmConfig:
     ``scheduler`` as in :data:`SM90_SCHEDULES` / :data:`SM90_SCHEDULERS`. Its warp fields give one consumer
     warpgroup's tile (half the weight columns for "coop") and ``stages`` is 0: CUTLASS sizes the pipeline
     to the shared memory. K is split by the stream-K scheduler, never by ``split_k``.
+
+    ``path="dequant"`` (build with :meth:`dequant`) has no tile: every size field is 0 and ``split_k`` 1;
+    cuBLAS chooses its own kernel for the dense GEMM.
     """
 
     tile_m: int
@@ -77,6 +84,8 @@ class GemmConfig:
                 raise ValueError("GemmConfig: the sm90 path splits K with its stream-K scheduler: split_k must be 1")
         elif self.schedule or self.scheduler or (self.cluster_m, self.cluster_n) != (1, 1):
             raise ValueError(f"GemmConfig: schedule, scheduler and clusters belong to the sm90 path, not {self.path!r}")
+        if self.path == "dequant" and self.split_k != 1:
+            raise ValueError("GemmConfig: the dequant path runs one cuBLAS GEMM: split_k must be 1")
         if self.path == "gemv" and self.split_k_mode == "parallel":
             raise ValueError("GemmConfig: the gemv path reduces split-K in-kernel: split_k_mode must be 'none' "
                              "or 'serial'")
@@ -104,12 +113,19 @@ class GemmConfig:
         return cls(tile_m, tile_n, tile_k, tile_m, consumer_n, tile_k, 0, path="sm90", cluster_m=cluster_m,
                    cluster_n=cluster_n, schedule=schedule, scheduler=scheduler)
 
+    @classmethod
+    def dequant(cls) -> "GemmConfig":
+        """The dequant path's one config: dense expansion of the weight, then cuBLAS."""
+        return cls(0, 0, 0, 0, 0, 0, 0, path="dequant")
+
     @property
     def tile(self) -> tuple:
         """The compiled part, as its path's registry names it (split-K is chosen at run time)."""
         if self.path == "sm90":
             return (self.tile_m, self.tile_n, self.tile_k, self.cluster_m, self.cluster_n, self.schedule,
                     self.scheduler)
+        if self.path == "dequant":
+            return ()
         return (self.tile_m, self.tile_n, self.tile_k, self.warp_m, self.warp_n, self.warp_k, self.stages)
 
     @property
@@ -129,6 +145,8 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
+        if self.path == "dequant":
+            return DEQUANT_NAME
         if self.path == "sm90":
             return (f"sm90_{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}_"
                     f"{self.schedule}_{self.scheduler}")
@@ -141,8 +159,8 @@ class GemmConfig:
 
 def compiled_configs(dtype: torch.dtype = torch.float16, bits: int = 4, path: str | None = "sm80") -> list[GemmConfig]:
     """Every config compiled into this build for activation ``dtype`` and ``bits``-bit weights, on
-    ``path`` (``"sm80"`` by default, ``"gemv"``, ``"sm90"`` (empty in a build without sm_90a), or ``None``
-    for every path)."""
+    ``path`` (``"sm80"`` by default, ``"gemv"``, ``"sm90"`` (empty in a build without sm_90a),
+    ``"dequant"``, or ``None`` for every path)."""
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"compiled_configs: dtype must be float16 or bfloat16, got {dtype}")
     if bits not in (4, 8):
@@ -161,7 +179,8 @@ def _compiled(bf16: bool, bits: int) -> tuple[GemmConfig, ...]:
     gemv = tuple(GemmConfig.gemv(8 * m_tiles, warps) for m_tiles, warps in _C.gemv_configs(bf16, bits))
     # One config per sm90 schedule, whatever conversion modes were compiled for it.
     sm90 = tuple(GemmConfig.sm90(*key) for key in sm90_modes(bf16, bits))
-    return sm80 + gemv + sm90
+    # The dequant path's expansion kernel is compiled for every dtype, width and layout.
+    return sm80 + gemv + sm90 + (GemmConfig.dequant(),)
 
 
 @functools.cache

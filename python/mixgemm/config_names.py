@@ -5,14 +5,15 @@ A name is what crosses boundaries where a dataclass cannot: the ``str config`` a
 tuning cache. Names look like ``16x128x64_w16x32x64_s4`` (tile M x N x K, warp tile, pipeline stages),
 with ``_k4s`` / ``_k4p`` appended for split-K 4, serial / parallel, and a ``gemv_`` prefix for the decode
 path (``gemv_8x64x256_w8x64x64_s2_k4s``). sm90 configs are named by tile, cluster, schedule and scheduler
-(``sm90_256x128x64_c1x1_coop_persistent``). ``"auto"`` stands for "let :func:`mixgemm.gemm` choose".
+(``sm90_256x128x64_c1x1_coop_persistent``); the dequant path has one config, ``dequant_cublas``.
+``"auto"`` stands for "let :func:`mixgemm.gemm` choose".
 """
 
 from __future__ import annotations
 
 import re
 
-from .config import GemmConfig
+from .config import DEQUANT_NAME, GemmConfig
 
 AUTO = "auto"
 
@@ -31,6 +32,8 @@ def from_name(name: str) -> GemmConfig | str:
         raise ValueError(f"invalid config {name!r}: expected a string")
     if name == AUTO:
         return AUTO
+    if name.strip() == DEQUANT_NAME:
+        return GemmConfig.dequant()
     sm90 = _SM90_NAME.fullmatch(name.strip())
     if sm90:
         *sizes, schedule, scheduler = sm90.groups()
@@ -39,8 +42,8 @@ def from_name(name: str) -> GemmConfig | str:
     if not match:
         raise ValueError(
             f"invalid config {name!r}: expected 'auto', a name like 16x128x64_w16x32x64_s4 (optionally "
-            "_k4s / _k4p for split-K 4, serial / parallel; gemv_ for the decode path) or "
-            "sm90_256x128x64_c1x1_coop_persistent"
+            "_k4s / _k4p for split-K 4, serial / parallel; gemv_ for the decode path), "
+            f"sm90_256x128x64_c1x1_coop_persistent or {DEQUANT_NAME}"
         )
     tile = [int(v) for v in match.groups()[1:8]]
     split_k = int(match[9]) if match[9] else 1

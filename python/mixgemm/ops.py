@@ -101,7 +101,8 @@ class _Plan:
     ``launch`` is the extension's PreparedLaunch for the path, config and sizes, so a call only hands it the
     addresses of its tensors and buffers and its stream: ``launch(x, packed, scales, offsets, bias, out,
     workspace, extra, stream)``, where ``extra`` is the split-K semaphores' address (sm80 and decode paths)
-    or the workspace's size in bytes (sm90 path).
+    or the workspace's size in bytes (sm90 path). The dequant path's ``launch`` is :func:`_dequant_matmul`,
+    which takes the tensors themselves (its GEMM is PyTorch's).
     """
 
     config: GemmConfig
@@ -188,6 +189,8 @@ def _auto_config(compiled: list[GemmConfig], M: int, n: int, k: int, group_size:
     """``config="auto"``: the tuned choice if the cache holds a usable one, else the heuristic.
     ``compiled`` holds the configs that read ``layout``; ``sm_count`` is a number or a function returning
     it (so it is only queried when needed)."""
+    if group_size % _DEQUANT_SLAB_K:  # the dequant path's expansion reads one scale row per 16-deep slab
+        compiled = [c for c in compiled if c.path != "dequant"]
     # The tuner times int4 weights; int8 ones take the heuristic.
     tuned = tuning.lookup(gpu_name, M, n, k, group_size, act_dtype, layout=layout) if bits == 4 else None
     # A cache written by another build may name a tile this build lacks, or a split-K this K cannot
@@ -206,6 +209,8 @@ def _fits(config: GemmConfig, compiled: list[GemmConfig], M: int, N: int, K: int
         return M <= config.tile_m and config.split_k <= K // config.warp_k
     if config.path == "sm90":
         return N % config.tile_n == 0
+    if config.path == "dequant":
+        return True
     return config.split_k <= K // config.tile_k
 
 
@@ -266,6 +271,9 @@ def _launch(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Ten
 
 def _launch_on_current_device(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor) -> None:
     stream = current_stream(plan.device)
+    if plan.config.path == "dequant":
+        plan.launch(x2, w, bias, out, stream)
+        return
     # Kept referenced until the launch is queued (a per-call workspace goes back to the allocator after it,
     # in stream order).
     workspace = _workspace(plan.device, stream, plan.workspace_bytes) if plan.workspace_bytes else None
@@ -276,6 +284,48 @@ def _launch_on_current_device(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bi
     plan.launch(x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr() if plan.offsets else 0,
                 bias.data_ptr() if bias is not None else 0, out.data_ptr(),
                 workspace.data_ptr() if workspace is not None else 0, extra, stream)
+
+
+# The dequant path's expansion kernel reads one scale row per 16-deep slab of the packed layouts.
+_DEQUANT_SLAB_K = 16
+
+
+def _expand(w: PackedWeight, stream: int) -> torch.Tensor:
+    """W^T ``[N, K]`` (row-major, the activation dtype) from ``w``'s packed tensors, by our kernel on
+    ``stream``; every value is ``q * scale + offset`` rounded once, as the GEMM kernels multiply it."""
+    dense = torch.empty((w.n, w.k), dtype=w.act_dtype, device=w.packed.device)
+    extension().dequantize_packed(w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr(), dense.data_ptr(),
+                                  w.n, w.k, w.group_size, w.bits, w.act_dtype == torch.bfloat16, w.layout == "sm90",
+                                  stream)
+    return dense
+
+
+def _dequant_matmul(x2: torch.Tensor, w: PackedWeight, bias, out: torch.Tensor, stream: int) -> None:
+    """The dequant path: expand the weight into a temporary (``N * K`` values of the activation dtype, freed
+    when the call's GEMM is done with it), then one cuBLAS GEMM ``out = x2 . W (+ bias)`` on it. W^T is
+    what ``torch.nn.Linear`` keeps too, so cuBLAS runs its usual "TN" GEMM."""
+    dense = _expand(w, stream)
+    if bias is None:
+        torch.mm(x2, dense.t(), out=out)
+    else:
+        torch.addmm(bias, x2, dense.t(), out=out)
+
+
+def dequantize_weight(packed: PackedWeight) -> torch.Tensor:
+    """The dense weight ``W`` ``[K, N]`` (``y = x @ W``) of a prepacked weight, in its activation dtype:
+    each value ``q * scale + offset`` rounded once, exactly what the GEMM kernels multiply (an act-order
+    weight's rows come in its permuted K order, ``packed.perm``). Returned as the transpose of a contiguous
+    ``[N, K]`` tensor, the layout ``torch.nn.Linear.weight`` has; ``N * K`` values are allocated."""
+    fn = "dequantize_weight"
+    check_packed_weight(fn, packed)
+    check_packed_tensors(fn, packed)
+    device = packed.packed.device
+    _checks.check_device_supported(fn, device)
+    if packed.group_size % _DEQUANT_SLAB_K:
+        raise ValueError(f"{fn}: group_size must be a multiple of {_DEQUANT_SLAB_K} (one scale row per 16-deep "
+                         f"slab), got {packed.group_size}")
+    with device_guard(device):
+        return _expand(packed, current_stream(device)).t()
 
 
 def _make_plan_on_device(fn: str, state: _WeightState, M: int, config) -> _Plan:
@@ -295,6 +345,11 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
         config = _auto_config(compiled, M, state.n, state.k, state.group_size, state.bits, state.dtype, name, sms,
                               state.layout)
     _check_fits(config, M, state.n)
+    if config.path == "dequant":
+        if state.group_size % _DEQUANT_SLAB_K:
+            raise ValueError(f"{fn}: the dequant path needs group_size to be a multiple of {_DEQUANT_SLAB_K}, "
+                             f"got {state.group_size}")
+        return _Plan(config, state.device, _dequant_matmul)
     ext = extension()
     bf16 = state.dtype == torch.bfloat16
     sizes = (M, state.n, state.k, state.group_size)

@@ -150,19 +150,30 @@ def sm90_config(configs: list[GemmConfig], M: int, N: int, sm_count: int = 132) 
         fitting, key=lambda c: (c.tile_m, c.tile_n))
 
 
+def _dequant_wins(M: int, layout: str) -> bool:
+    """Whether the dequant path (expand the weight, then cuBLAS) is expected to beat the layout's GEMM."""
+    return M >= _DEQUANT_MIN_M[layout]
+
+
 def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int,
                      layout: str = "sm80") -> GemmConfig:
     """A sane default for a weight in ``layout`` (``configs``: the compiled configs that read it): the decode
-    path for a few rows of x; else on the sm90 layout the sm90 GEMM's tile by M bucket, on the sm80 layout a
-    tile by M bucket, then split-K until the grid keeps the GPU busy."""
+    path for a few rows of x; the dequant path for many rows of a large weight; else on the sm90 layout the
+    sm90 GEMM's tile by M bucket, on the sm80 layout a tile by M bucket, then split-K until the grid keeps
+    the GPU busy."""
     if not configs:
         raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
     decode = _gemv_config(configs, M, N, K, sm_count, layout)
     if decode is not None:
         return decode
+    dequant = next((c for c in configs if c.path == "dequant"), None)
+    if dequant is not None and _dequant_wins(M, layout):
+        return dequant
     if layout == "sm90":
         config = sm90_config(configs, M, N, sm_count)
         if config is None:
+            if dequant is not None:  # no compiled weight tile divides N: the dequant path takes any N
+                return dequant
             raise RuntimeError(f"mixgemm: no compiled sm90 config tiles N = {N}")
         return config
     config = _pick_tile(configs, M)
@@ -176,6 +187,22 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
     min_k_tiles = _MIN_K_TILES_PER_SPLIT.get(config.tile_m, _MIN_K_TILES_PER_SPLIT_LARGE)
     split_k = max(1, min(want, k_tiles // min_k_tiles, _MAX_SPLIT_K))
     return config.with_split_k(split_k, "none" if split_k == 1 else _SPLIT_MODE)
+
+
+# Dequant path (expand the weight to a dense temporary, then one cuBLAS GEMM): from this many rows of x,
+# per weight layout. The expansion streams 2.5 bytes per int4 weight (0.5 read, 2 written; measured at
+# ~2.4 TB/s, e.g. 245 us for 8192 x 28672), so against cuBLAS's ~750 TFLOP/s it adds about
+# 2.5 * 750e12 / (2 * M * 2.4e12) ~ 390 / M of the GEMM's time: 19% at M = 2048, 10% at 4096, 5% at 8192.
+# It wins where cuBLAS outruns the layout's own GEMM by more than that. Measured on an H100 (BENCHMARKS.md,
+# interleaved rounds, the six DESIGN shapes):
+# * sm90 layout: the sm90 GEMM is within 0.95x-1.09x of cuBLAS up to M = 4096, so the dequant path took
+#   1.05x-1.25x its time there; at M = 8192 it took 0.93x-1.01x (faster on four shapes, within 1% on two).
+# * sm80 layout: the mma.sync GEMM runs at about half of cuBLAS's wgmma speed from M = 256 up; the dequant
+#   path took 0.58x-0.97x its time at M = 512 and 0.61x-0.72x at 1024 (1.04x-1.42x at 256). On an A100,
+#   where cuBLAS also runs mma.sync, the same arithmetic (cuBLAS ~270 TFLOP/s, our GEMM ~80% of it, 1.5 TB/s)
+#   puts the break-even near M = 1024, which is why the rule starts there and not at 512 (not measured on
+#   an A100: `python -m mixgemm tune` finds each GPU's own crossover).
+_DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -395,8 +395,8 @@ def run_dequant(args, argv=None) -> list[dict]:
 def split_settings(K: int, config=None) -> list[tuple[int, str]]:
     """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
     ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K through
-    its stream-K scheduler, never through split_k)."""
-    if config is not None and config.path == "sm90":
+    its stream-K scheduler, never through split_k; the dequant path runs one cuBLAS GEMM)."""
+    if config is not None and config.path in ("sm90", "dequant"):
         return [(1, "none")]
     modes = ("serial",) if config is not None and config.path == "gemv" else SPLIT_K_MODES
     settings = [(1, "none")]
