@@ -391,6 +391,34 @@ def test_bench_flow(fake_gpu, tmp_path, capsys):
     assert any("torch_int4: fake: not on this machine" in line for line in printed)
 
 
+def test_bench_rounds_interleave_the_peers(fake_gpu, tmp_path, monkeypatch):
+    # Every call runs "hotter" than the one before (a clock drifting down): one peer after another per
+    # round, each peer built once, and each reports the median of its rounds.
+    order = []
+
+    def drifting(closures, copies=None, warmup=2, reps=7, use_graph=True):
+        order.append(closures.fake_us)
+        t = closures.fake_us * (1 + 0.01 * len(order))
+        return timing.Timing(t, t, t, [t] * reps, len(closures), use_graph, None)
+
+    monkeypatch.setattr(timing, "time_fn", drifting)
+    out = tmp_path / "rounds"
+    assert cli.main(["bench", "--shapes", "1024x1024", "--m", "16", "--peers", "mixgemm,cublas_fp16,torch_int4",
+                     "--rounds", "3", "--out", str(out)]) == 0
+    ours, cublas = _FakeGPU.mixgemm_us(16, _FakeGPU.AUTO["sm80"]), 15.0 + 0.01 * 16
+    assert order == [ours, cublas] * 3  # interleaved; the unavailable peer never runs
+    assert [name for name, _, _ in fake_gpu.built] == ["mixgemm", "cublas_fp16", "torch_int4"]  # built once each
+    data = json.loads((out / "bench.json").read_text())
+    assert data["meta"]["protocol"]["interleaved_rounds"] == 3
+    by_peer = {r["peer"]: r for r in data["results"]}
+    assert by_peer["mixgemm"]["round_medians_us"] == pytest.approx([ours * 1.01, ours * 1.03, ours * 1.05])
+    assert by_peer["mixgemm"]["time_us"] == pytest.approx(ours * 1.03)  # the median round
+    assert by_peer["cublas_fp16"]["time_us"] == pytest.approx(cublas * 1.04)
+    assert by_peer["torch_int4"]["status"] == "unavailable"
+    with pytest.raises(SystemExit):
+        cli.parse_args(["bench", "--rounds", "0"])
+
+
 def test_bench_passes_a_fixed_config(fake_gpu, tmp_path):
     name = "16x128x64_w16x32x64_s4_k2s"
     cli.main(["bench", "--shapes", "1024x1024", "--m", "1", "--peers", "mixgemm", "--config", name,

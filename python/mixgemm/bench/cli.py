@@ -168,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--peers", type=parse_peers, default=list(PEER_NAMES),
                        help=f"comma-separated subset of {','.join(PEER_NAMES)} (all)")
     bench.add_argument("--config", type=parse_config, default="auto", help="our GEMM's config: 'auto' or a name")
+    bench.add_argument("--rounds", type=_positive_int, default=1, help=(
+        "time every peer of a cell this many times, interleaved (peer 1, 2, ..., then again), and report "
+        "each peer's median over the rounds (1). Under sustained large GEMMs the H100's clocks drift with "
+        "power, and a peer timed later in a cell than another ran on a hotter GPU; interleaving gives every "
+        "peer the same share of the drift"))
 
     dequant = sub.add_parser("dequant", parents=[common], help="awq_dequantize vs device-to-device copy")
     dequant.add_argument("--shape", type=parse_shape, default=(8192, 28672), help="KxN (8192x28672)")
@@ -254,12 +259,16 @@ def _meta(args: argparse.Namespace, argv) -> dict:
         "group_size": args.group_size,
         "ceilings": {"read_bw_tbs": args.read_bw, "peak_tflops": args.peak_tflops},
         "protocol": {"reps": args.reps, "warmup": args.warmup, "cuda_graph": not args.no_graph,
-                     "l2_rotation_bytes": 256 << 20, "statistic": "median per call"},
+                     "l2_rotation_bytes": 256 << 20, "statistic": "median per call",
+                     "interleaved_rounds": getattr(args, "rounds", 1)},
     }
 
 
-def _time_case(problem: metrics.Problem, record: dict, closures, args) -> dict:
-    """Times ``closures`` into ``record`` (status ok/error), adding the rates against ``problem``."""
+def _time_case(problem: metrics.Problem, record: dict, closures, args, rounds: list | None = None) -> dict:
+    """Times ``closures`` into ``record`` (status ok/error), adding the rates against ``problem``.
+
+    ``rounds``: the Timings of this case's earlier interleaved rounds (bench --rounds); the new one is
+    appended and the record reports the round whose median is the median of all rounds' medians."""
     from .timing import time_fn
 
     try:
@@ -269,6 +278,10 @@ def _time_case(problem: metrics.Problem, record: dict, closures, args) -> dict:
 
         record.update(status="error", reason=describe(exc))
         return record
+    if rounds is not None:
+        rounds.append(timing)
+        timing = sorted(rounds, key=lambda t: t.median_us)[(len(rounds) - 1) // 2]  # the (lower) median round
+        record["round_medians_us"] = [t.median_us for t in rounds]
     rates = problem.rates(timing.median_us)
     notes = [n for n in (getattr(closures, "note", None), timing.note) if n]
     record.update(
@@ -313,19 +326,26 @@ def run_bench(args, argv=None) -> list[dict]:
         copies = copies_for(metrics.Problem(0, N, K, args.group_size).weight_bytes)
         for M in args.m:
             problem = metrics.Problem(M, N, K, args.group_size, ceilings)
-            for peer in args.peers:
-                options = {"config": args.config} if peer == "mixgemm" else {}
-                record = _base_record(problem, peer, args.dtype)
-                closures, reason = peers.build(peer, M, N, K, args.group_size, dtype, copies, **options)
-                if closures is None:
-                    record.update(status="unavailable", reason=reason)
-                else:
-                    record["config"] = closures.config if isinstance(closures, peers.Closures) else None
-                    _time_case(problem, record, closures, args)
-                del closures
+            if args.rounds == 1:  # each peer's closures (weight copies) live only while it is timed
+                for peer in args.peers:
+                    record, closures = _bench_case(problem, peer, dtype, copies, args)
+                    if closures is not None:
+                        _time_case(problem, record, closures, args)
+                    del closures
+                    records.append(record)
+                    _log(f"[bench] {K}x{N} M={M} {peer}: {_fmt_time(record)}")
+                continue
+            # Interleaved rounds: every peer's closures stay built across the rounds.
+            cases = [(*_bench_case(problem, peer, dtype, copies, args), []) for peer in args.peers]
+            for _ in range(args.rounds):
+                for record, closures, rounds in cases:
+                    if closures is not None and record["status"] != "error":
+                        _time_case(problem, record, closures, args, rounds)
+            for record, closures, rounds in cases:
                 records.append(record)
-                shown = _fmt_time(record)
-                _log(f"[bench] {K}x{N} M={M} {peer}: {shown}")
+                _log(f"[bench] {K}x{N} M={M} {record['peer']}: {_fmt_time(record)}"
+                     + (f" (rounds: {', '.join(f'{t.median_us:.2f}' for t in rounds)})" if rounds else ""))
+            del cases
         peers.clear_caches()
     report.add_speedups(records)
     out = args.out
@@ -337,6 +357,20 @@ def run_bench(args, argv=None) -> list[dict]:
     print(f"results: {out / 'bench.json'}, {out / 'bench.csv'}\n")
     print(report.format_table(records))
     return records
+
+
+def _bench_case(problem: metrics.Problem, peer: str, dtype, copies: int, args) -> tuple[dict, object]:
+    """(record, closures) of one peer in one cell; closures None (record says why) if it cannot run."""
+    from . import peers
+
+    options = {"config": args.config} if peer == "mixgemm" else {}
+    record = _base_record(problem, peer, args.dtype)
+    closures, reason = peers.build(peer, problem.M, problem.N, problem.K, args.group_size, dtype, copies, **options)
+    if closures is None:
+        record.update(status="unavailable", reason=reason)
+    else:
+        record["config"] = closures.config if isinstance(closures, peers.Closures) else None
+    return record, closures
 
 
 def _fmt_time(record: dict) -> str:
