@@ -39,3 +39,17 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def random_activations(M: int, K: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(M, K, dtype=torch.float32, device=DEVICE).to(dtype)
+
+
+def gptq_act_order_checkpoint(K: int, N: int, G: int) -> dict[str, torch.Tensor]:
+    """A fresh random GPTQ act-order checkpoint on the GPU (q, z uniform in 0..15, positive fp16 scales,
+    g_idx scattering each group's rows over K): the packed tensors, g_idx, the raw codes ``q`` / ``z`` and
+    the float64 weight ``w``."""
+    groups = K // G
+    q = torch.randint(0, 16, (K, N), dtype=torch.uint8).to(DEVICE)
+    z = torch.randint(0, 16, (groups, N), dtype=torch.uint8).to(DEVICE)
+    scales = (torch.rand(groups, N) * 0.02 + 0.001).half().to(DEVICE)
+    g_idx = (torch.randperm(K) % groups).to(torch.int32).to(DEVICE)
+    return {"qweight": formats.pack_gptq_qweight(q.cpu()).to(DEVICE), "scales": scales,
+            "qzeros": formats.pack_gptq_zeros(z.cpu()).to(DEVICE), "g_idx": g_idx, "q": q, "z": z,
+            "w": formats.dequantize(q, scales, z, g_idx=g_idx)}

@@ -20,7 +20,7 @@ import torch
 
 import mixgemm
 from mixgemm import GemmConfig, formats, ops
-from gpu_helpers import DEVICE, poison_allocator, random_activations, relative_error
+from gpu_helpers import DEVICE, gptq_act_order_checkpoint, poison_allocator, random_activations, relative_error
 
 pytestmark = pytest.mark.gpu
 
@@ -128,15 +128,10 @@ def test_dequant_path_gemm(dtype, bits, M):
 
 def test_dequant_path_with_act_order_and_a_batch_of_rows():
     K, N, G = 1024, 256, 128
-    groups = K // G
-    q = torch.randint(0, 16, (K, N), dtype=torch.uint8)
-    z = torch.randint(0, 16, (groups, N), dtype=torch.uint8)
-    scales = (torch.rand(groups, N) * 0.02 + 0.001).half().to(DEVICE)
-    g_idx = (torch.randperm(K) % groups).to(torch.int32).to(DEVICE)
-    packed = mixgemm.prepack(formats.pack_gptq_qweight(q).to(DEVICE), scales, formats.pack_gptq_zeros(z).to(DEVICE),
-                             format="gptq", g_idx=g_idx)
+    ckpt = gptq_act_order_checkpoint(K, N, G)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], format="gptq", g_idx=ckpt["g_idx"])
     assert packed.perm is not None
-    w = formats.dequantize(q.to(DEVICE), scales, z.to(DEVICE), g_idx=g_idx)
+    w = ckpt["w"]
     x = torch.randn(3, 5, K, device=DEVICE).half()  # leading dimensions fold into M = 15
     out = mixgemm.gemm(x, packed, config=DEQUANT)
     assert out.shape == (3, 5, N)

@@ -15,7 +15,8 @@ import torch
 import mixgemm
 from mixgemm import formats, library, ops, sm90
 from mixgemm.nn import QuantLinear
-from gpu_helpers import DEVICE, poison_allocator, random_activations, random_checkpoint, reference_weight, relative_error
+from gpu_helpers import (DEVICE, gptq_act_order_checkpoint, poison_allocator, random_activations, random_checkpoint,
+                         reference_weight, relative_error)
 
 pytestmark = pytest.mark.gpu
 
@@ -85,17 +86,13 @@ def test_int8_on_the_own_layout(symmetric):
 
 def test_symmetric_and_act_order_on_the_own_layout():
     K, N, G = 1024, 256, 128
-    groups = K // G
-    q = torch.randint(0, 16, (K, N), dtype=torch.uint8)
-    z = torch.randint(0, 16, (groups, N), dtype=torch.uint8)
-    scales = (torch.rand(groups, N) * 0.02 + 0.001).half().to(DEVICE)
-    g_idx = (torch.randperm(K) % groups).to(torch.int32).to(DEVICE)
-    qweight = formats.pack_gptq_qweight(q).to(DEVICE)
-    act_order = mixgemm.prepack(qweight, scales, formats.pack_gptq_zeros(z).to(DEVICE), format="gptq", g_idx=g_idx)
+    ckpt = gptq_act_order_checkpoint(K, N, G)
+    qweight, scales = ckpt["qweight"], ckpt["scales"]
+    act_order = mixgemm.prepack(qweight, scales, ckpt["qzeros"], format="gptq", g_idx=ckpt["g_idx"])
     symmetric = mixgemm.prepack(qweight, scales, None, format="gptq")
     assert act_order.perm is not None and symmetric.scale_only
-    w_act = formats.dequantize(q.to(DEVICE), scales, z.to(DEVICE), g_idx=g_idx)
-    w_sym = formats.dequantize(q.to(DEVICE), scales, None, group_size=G)
+    w_act = ckpt["w"]
+    w_sym = formats.dequantize(ckpt["q"], scales, None, group_size=G)
     for M in (3, 40, 257):
         x = random_activations(M, K, torch.float16)
         assert relative_error(mixgemm.gemm(x, act_order), x.double() @ w_act) < 3e-3, M
