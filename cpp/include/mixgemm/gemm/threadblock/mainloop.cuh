@@ -122,11 +122,11 @@ struct Mainloop {
     // With group sizes that are multiples of 64 both 32-row halves of a k-tile share one group: its scales
     // are read from shared memory once per k-tile instead of twice.
     const bool one_group_per_tile = p.group_size % kTileK == 0;
-    int stage = 0, write_stage = Stages - 1;  // i % Stages and (i - 1) % Stages, kept as counters: a modulo
-                                              // by 3 or 5 costs several instructions
+    int stage = 0;  // i % Stages, kept as a counter: a modulo by 3 or 5 costs several instructions
     for (int i = 0; i < num_tiles; ++i) {
       cutlass::arch::cp_async_wait<Stages - 2>();
       __syncthreads();  // tile i is visible to all warps, and the stage tile i - 1 used is free to refill
+      const int write_stage = stage == 0 ? Stages - 1 : stage - 1;  // (i - 1) % Stages: tile i - 1's stage
       if (i + Stages - 1 < num_tiles) loader.load(smem + write_stage * kStageBytes);
       cutlass::arch::cp_async_fence();
       const uint8_t* stage_base = smem + stage * kStageBytes;
@@ -144,7 +144,6 @@ struct Mainloop {
         mma_slab(f.a, b, acc);
       }
       stage = stage + 1 == Stages ? 0 : stage + 1;
-      write_stage = write_stage + 1 == Stages ? 0 : write_stage + 1;
     }
     cutlass::arch::cp_async_wait<0>();
   }
