@@ -523,7 +523,10 @@ def test_tune_keeps_a_winner_per_layout(fake_hopper, tmp_path, capsys):
 def test_sweep_of_the_sm90_layout_with_a_deep_k(fake_hopper, tmp_path):
     assert cli.main(["sweep", "--shape", "1024x1088", "--m", "64", "--layout", "sm90", "--no-plots",
                      "--out", str(tmp_path)]) == 0
-    assert cli.split_settings(1024, SM90_FITS) == [(1, "none")]  # stream-K splits K, never split_k
+    assert cli.split_settings(1024, SM90_FITS) == [(1, "none")]  # a persistent sm90 config never splits K
+    # Stream-K configs split serially, at most 4 ways (tuning.sm90_split), and never past one k-tile per split.
+    assert cli.split_settings(1024, SM90_TOO_WIDE) == [(1, "none"), (2, "serial"), (4, "serial")]
+    assert cli.split_settings(128, SM90_TOO_WIDE) == [(1, "none"), (2, "serial")]
 
 
 def test_dequant_flow(monkeypatch, tmp_path, capsys):

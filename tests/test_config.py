@@ -147,6 +147,8 @@ class TestSm90Config:
         (COOP, "sm90_256x128x64_c1x1_coop_persistent"),
         (PINGPONG, "sm90_128x64x64_c2x1_pingpong_streamk"),
         (GemmConfig.sm90(16, 128, 64, 1, 1, "coop", "streamk"), "sm90_16x128x64_c1x1_coop_streamk"),
+        (GemmConfig.sm90(64, 128, 64, 1, 1, "coop", "streamk").with_split_k(4, "serial"),
+         "sm90_64x128x64_c1x1_coop_streamk_k4s"),
     ])
     def test_name_round_trip(self, config, name):
         assert config.name == name
@@ -158,7 +160,11 @@ class TestSm90Config:
         ("sm90_256x128x64_coop_persistent", "invalid config"),  # no cluster
         ("sm90_256x128x64_c1x1_coop", "invalid config"),  # no scheduler
         ("SM90_256x128x64_c1x1_coop_persistent", "invalid config"),
-        ("sm90_256x128x64_c1x1_coop_persistent_k2s", "invalid config"),  # the sm90 path never splits K
+        # Split-K only on stream-K configs, and only serially.
+        ("sm90_256x128x64_c1x1_coop_persistent_k2s", "splits K only through its stream-K scheduler"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k2p", "splits K only through its stream-K scheduler"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k1s", "split_k == 1 needs split_k_mode 'none'"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k2", "invalid config"),
         ("sm90_256x128x64_c1x1_cooperative_persistent", r"an sm90 config needs schedule in \('coop', 'pingpong'\)"),
         ("sm90_256x128x64_c1x1_coop_streamK", "invalid config"),
         ("sm90_256x128x64_c1x1_coop_dynamic", r"scheduler in \('persistent', 'streamk'\), got 'coop', 'dynamic'"),
@@ -174,13 +180,19 @@ class TestSm90Config:
                                              r"and scheduler in \('persistent', 'streamk'\)"):
             GemmConfig.sm90(128, 128, 64, 1, 1, schedule, scheduler)
 
-    def test_the_sm90_path_never_splits_k(self):
-        with pytest.raises(ValueError, match=r"^GemmConfig: the sm90 path splits K with its stream-K scheduler: "
-                                             r"split_k must be 1"):
-            self.COOP.with_split_k(2)
-        with pytest.raises(ValueError, match=r"split_k must be 1"):
+    def test_only_stream_k_sm90_configs_split_k_and_only_serially(self):
+        refused = r"^GemmConfig: an sm90 config splits K only through its stream-K scheduler: split_k > 1 needs " \
+                  r"scheduler 'streamk' and split_k_mode 'serial'"
+        with pytest.raises(ValueError, match=refused):
+            self.COOP.with_split_k(2)  # persistent
+        with pytest.raises(ValueError, match=refused):
             dataclasses.replace(self.COOP, split_k=4, split_k_mode="serial")
-        assert self.COOP.with_split_k(1) == self.COOP
+        streamk = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "streamk")
+        with pytest.raises(ValueError, match=refused):
+            streamk.with_split_k(2, "parallel")
+        split = streamk.with_split_k(3)
+        assert (split.split_k, split.split_k_mode, split.tile) == (3, "serial", streamk.tile)
+        assert split.with_split_k(1) == streamk and self.COOP.with_split_k(1) == self.COOP
 
     @pytest.mark.parametrize("path", ["sm80", "gemv"])
     @pytest.mark.parametrize("extra", [dict(schedule="coop"), dict(scheduler="persistent"), dict(cluster_m=2),
@@ -670,7 +682,8 @@ def test_sm90_layout_takes_the_decode_path_up_to_16_rows():
     for M in range(9, 17):
         assert (sm90_pick(M).path, sm90_pick(M).tile_m) == ("gemv", 16), M
     assert (sm90_pick(16, 8192, 4096).path, sm90_pick(16, 8192, 4096).tile_m) == ("gemv", 16)  # 32 Mi: still
-    assert sm90_pick(16, 8192, 8192).name == "sm90_16x128x64_c1x1_coop_streamk"  # 64 Mi: the sm90 GEMM
+    # 64 Mi: the sm90 GEMM (64 tiles of 128 columns fill half the SMs: split 2, test_sm90_split_k_rule).
+    assert sm90_pick(16, 8192, 8192).name == "sm90_16x128x64_c1x1_coop_streamk_k2s"
     assert sm90_pick(9, 28672, 8192).name == "sm90_16x128x64_c1x1_coop_streamk"
     assert sm90_pick(17).path == "sm90"
     # The sm80 layout's decode path stops at 8 rows, whatever the weight's size.
@@ -708,6 +721,28 @@ def test_sm90_large_m_fills_the_gpu():
     assert sm90_pick(512, 28672, 8192, configs=no_twin).name == "sm90_256x128x64_c1x1_coop_persistent"
 
 
+@pytest.mark.parametrize("K, N, M, split", [
+    (4096, 4096, 32, 4),    # 32 tiles of 32 x 128: 4 x 32 = 128 CTAs (measured 15.4 against 16.5 us unsplit)
+    (4096, 4096, 128, 4),   # 32 tiles of 128 x 128
+    (8192, 8192, 64, 2),    # 64 tiles: 2 x 64 = 128
+    (11008, 4096, 64, 4),
+    (4096, 11008, 64, 1),   # 86 tiles: more than half the SMs, stream-K as it is
+    (8192, 28672, 128, 1),  # 224 tiles
+    (128, 4096, 128, 2),    # two k-tiles: at most 2 splits
+    (64, 4096, 128, 1),     # one k-tile: nothing to split
+])
+def test_sm90_split_k_rule(K, N, M, split):
+    cfg = sm90_pick(M, N, K)
+    assert cfg.scheduler == "streamk" and cfg.split_k == split, cfg
+    assert cfg.split_k_mode == ("none" if split == 1 else "serial")
+    # Fewer SMs, fewer splits: 32 tiles on 80 SMs split 2 ways; on 40 SMs not at all.
+    assert sm90_pick(32, 4096, 4096, sms=80).split_k == 2 and sm90_pick(32, 4096, 4096, sms=40).split_k == 1
+    # Persistent configs are never split; the rule leaves other paths alone.
+    persistent = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")
+    assert tuning.sm90_split(persistent, 128, 4096, 4096) == persistent
+    assert tuning.sm90_split(GemmConfig.gemv(8, 4), 1, 4096, 4096) == GemmConfig.gemv(8, 4)
+
+
 def test_sm90_picks_only_tiles_that_divide_n():
     # N = 4160 = 65 x 64: only the 64-column ping-pong tiles divide it.
     for M in (17, 64, 128, 1024, 4096):
@@ -724,7 +759,11 @@ def test_sm90_heuristic_invariants(N, sms):
         decode = M <= 8 or (M <= 16 and N * 8192 <= 32 << 20)
         assert cfg.path == ("gemv" if decode else "sm90"), (M, cfg)
         if cfg.path == "sm90":
-            assert N % cfg.tile_n == 0 and cfg.split_k == 1 and (cfg.cluster_m, cfg.cluster_n) == (1, 1), (M, cfg)
+            assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == (1, 1), (M, cfg)
+            tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
+            # A split only on stream-K, and only where tiles x split stays within one wave.
+            assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= 4
+                                        and tiles * cfg.split_k <= sms), (M, cfg)
         else:
             assert M <= cfg.tile_m, (M, cfg)
 

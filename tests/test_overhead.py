@@ -100,17 +100,17 @@ class FakeGPU:
                         "none" if split_k == 1 else "serial", bf16, stream, bits, "gemv", sm90_layout)
         return run
 
-    def prepare_gemm_sm90(self, tile, M, N, K, G, bf16, bits):
+    def prepare_gemm_sm90(self, tile, M, N, K, G, bf16, bits, split_k):
         # The sm90 GEMM: stream-K's workspace and its size in bytes instead of split-K buffers.
         def run(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, stream):
             assert (workspace != 0) == (workspace_bytes > 0)
-            self.launch(tile, x, packed, scales, offsets, bias, out, workspace, 0, M, N, K, G, 1, "none", bf16,
-                        stream, bits, "sm90", True)
+            self.launch(tile, x, packed, scales, offsets, bias, out, workspace, 0, M, N, K, G, split_k,
+                        "none" if split_k == 1 else "serial", bf16, stream, bits, "sm90", True)
             self.launches[-1]["workspace_bytes"] = workspace_bytes
         return run
 
-    def sm90_workspace_size(self, tile, M, N, K, G, bf16, bits, zero_points):
-        self.workspace_queries.append(dict(tile=tile, M=M, zero_points=zero_points))
+    def sm90_workspace_size(self, tile, M, N, K, G, bf16, bits, zero_points, split_k):
+        self.workspace_queries.append(dict(tile=tile, M=M, zero_points=zero_points, split_k=split_k))
         return 4096
 
 
@@ -352,7 +352,9 @@ def test_sm90_weight_runs_the_sm90_gemm(sm90_build, scale_only):
     # Symmetric weights run the scale-only kernel where it is compiled: no offsets pointer.
     assert (launch["offsets"] == 0) == scale_only
     assert launch["offsets"] in (0, w.offsets.data_ptr())
-    assert gpu.workspace_queries[-1] == dict(tile=SM90_64.tile, M=64, zero_points=not scale_only)
+    # One 64 x 128 tile on the fake's SMs: K's four k-tiles split 4 ways (tuning.sm90_split), sized and run so.
+    assert gpu.workspace_queries[-1] == dict(tile=SM90_64.tile, M=64, zero_points=not scale_only, split_k=4)
+    assert (launch["split_k"], launch["mode"]) == (4, "serial")
     # The 16-token kernel has no scale-only build: the offset kernel, with the (all-zero) offsets.
     mixgemm.gemm(torch.zeros(16, K, dtype=F16), w, config=SM90_16)
     assert (gpu.launches[-1]["tile"], gpu.launches[-1]["offsets"]) == (SM90_16.tile, w.offsets.data_ptr())

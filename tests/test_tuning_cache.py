@@ -357,7 +357,8 @@ def test_resolve_config_of_an_sm90_weight(fake_device, hand_compiled):
     # The heuristic on the configs that read the sm90 layout: decode up to 16 rows here, then the sm90 GEMM.
     assert ops.resolve_config(12, w, "auto") == tuning.heuristic_config(reads_sm90, 12, 4096, 4096, 132, "sm90")
     assert ops.resolve_config(12, w, "auto").path == "gemv"
-    assert ops.resolve_config(64, w, "auto") == SM90_A
+    # 32 tiles of 64 x 128 fill a quarter of the 132 SMs: split 4 (tuning.sm90_split).
+    assert ops.resolve_config(64, w, "auto") == SM90_A.with_split_k(4, "serial")
     # An sm80-layout weight of the same shape never gets an sm90 config.
     assert ops.resolve_config(64, _weight_in("sm80", fake_device), "auto").path == "sm80"
     assert ops.resolve_config(12, _weight_in("sm80", fake_device), "auto").path == "sm80"

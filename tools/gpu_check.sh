@@ -5,6 +5,7 @@
 #
 #   bash tools/gpu_check.sh            # everything
 #   SKIP_SANITIZER=1 SKIP_BENCH=1 ...  # parts
+#   SANITIZE_ARGS="--only sm90" ...    # the sanitizer on the sm90 kernels alone (tools/sanitize_small.py)
 #   PYTEST_TARGETS="gpu/test_gemv_gpu.py" ...   # some tests only (paths under tests/)
 #   PROBE=1 ...                        # also tools/path_probe.py (every kernel path on the DESIGN shapes)
 #   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py);
@@ -52,7 +53,7 @@ record pytest $rc "$(tail -n 1 "$OUT/pytest.log")"
 # 3. compute-sanitizer on a small grid of every kernel.
 if [ -z "${SKIP_SANITIZER:-}" ]; then
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 python3 tools/sanitize_small.py >"$OUT/sanitizer_$tool.log" 2>&1
+    compute-sanitizer --tool $tool --error-exitcode 9 python3 tools/sanitize_small.py ${SANITIZE_ARGS:-} >"$OUT/sanitizer_$tool.log" 2>&1
     rc=$?
     record "sanitizer $tool" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -n 1)"
   done

@@ -4,11 +4,16 @@
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
 tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split),
 the decode path and the dequant path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
-need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on.
+need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on, and the
+stream-K ones also split K 2 ways.
+
+    python tools/sanitize_small.py [--only sm90]   # --only sm90: the sm90 kernels alone (a full build's
+                                                   # sm80 set under racecheck takes minutes)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import torch
@@ -31,13 +36,19 @@ def sm90_cases(x: torch.Tensor, failures: list) -> None:
         for config in sm90.compiled_sm90_configs(torch.float16):
             if N % config.tile_n:
                 continue
-            out = sm90.gemm_sm90(x, packed, bias, config=config)
-            err = ((out.double() - ref).norm() / ref.norm()).item()
-            if not err < 3e-3:
-                failures.append(f"{config.name} zeros={zeros}: relative error {err:.2e}")
+            # Stream-K configs also split K 2 ways (K = 384: 3 + 3 k-tiles): the split-K locks and partials.
+            splits = (1, 2) if config.scheduler == "streamk" else (1,)
+            for cfg in (config.with_split_k(s) for s in splits):
+                out = sm90.gemm_sm90(x, packed, bias, config=cfg)
+                err = ((out.double() - ref).norm() / ref.norm()).item()
+                if not err < 3e-3:
+                    failures.append(f"{cfg.name} zeros={zeros}: relative error {err:.2e}")
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=("sm90",), help="run only these kernels")
+    only = parser.parse_args().only
     K, N, G, M = 384, 320, 128, 17
     ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
     x = torch.randn(M, K, device="cuda").half()
@@ -51,6 +62,15 @@ def main() -> int:
         if not err < tol:
             failures.append(f"{name}: relative error {err:.2e}")
 
+    from mixgemm import sm90
+
+    on_sm90 = torch.cuda.get_device_capability() == (9, 0) and sm90.available()
+    if only == "sm90":
+        if not on_sm90:
+            print("sanitize_small: --only sm90 needs an sm_90 GPU and a build with 90a")
+            return 1
+        sm90_cases(x, failures)
+        return report(failures)
     mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
@@ -75,10 +95,12 @@ def main() -> int:
     for weight in (packed, sm90_packed):
         check(f"dequant_cublas ({weight.layout} layout)", mixgemm.gemm(x, weight, config=mixgemm.GemmConfig.dequant()),
               3e-3)
-    from mixgemm import sm90
-
-    if torch.cuda.get_device_capability() == (9, 0) and sm90.available():
+    if on_sm90:
         sm90_cases(x, failures)
+    return report(failures)
+
+
+def report(failures: list) -> int:
     torch.cuda.synchronize()
     for f in failures:
         print("FAIL", f)

@@ -101,7 +101,7 @@ Sm90ConfigTuple sm90_tuple_of(const mixgemm::sm90::Config& c) {
 mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
                                  std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out,
                                  std::uintptr_t workspace, int64_t workspace_bytes, int M, int N, int K,
-                                 int group_size, bool bf16, int bits) {
+                                 int group_size, bool bf16, int bits, int split_k) {
   mixgemm::sm90::Args args;
   args.A = ptr<const void>(x);
   args.B = ptr<const void>(packed);
@@ -114,6 +114,7 @@ mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::u
   args.M = M, args.N = N, args.K = K, args.group_size = group_size;
   args.act = act_of(bf16);
   args.bits = bits;
+  args.split_k = split_k;
   return args;
 }
 
@@ -351,20 +352,21 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "prepare_gemm_sm90",
-      [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits) {
+      [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits, int split_k) {
         const auto sm90 = sm90_config_of(config);
-        return PreparedLaunch{"sm90 " + sm90.name() + " M=" + std::to_string(M),
-                              [sm90, M, N, K, group_size, bf16, bits](const PreparedLaunch::Addresses& a,
-                                                                      cudaStream_t stream) {
+        return PreparedLaunch{"sm90 " + sm90.name() + " split_k=" + std::to_string(split_k) + " M=" +
+                                  std::to_string(M),
+                              [sm90, M, N, K, group_size, bf16, bits, split_k](const PreparedLaunch::Addresses& a,
+                                                                               cudaStream_t stream) {
                                 mixgemm::sm90::run(sm90,
                                                    sm90_args_of(a.x, a.packed, a.scales, a.offsets, a.bias, a.out,
                                                                 a.workspace, static_cast<int64_t>(a.extra), M, N,
-                                                                K, group_size, bf16, bits),
+                                                                K, group_size, bf16, bits, split_k),
                                                    stream);
                               }};
       },
       py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
-      py::arg("bits"), "gemm_sm90's launch for one call shape");
+      py::arg("bits"), py::arg("split_k") = 1, "gemm_sm90's launch for one call shape");
 
   // --- Peers: kernels the profiler times ours against (mixgemm/bench/peers.py), not library paths ---
   m.def(
@@ -394,29 +396,31 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "gemm_sm90_workspace_size",
       [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits,
-         bool zero_points) {
+         bool zero_points, int split_k) {
         // Placeholder addresses (16-byte aligned, never dereferenced) so the rule checks see a real call.
         const std::uintptr_t p = 256;
         return mixgemm::sm90::workspace_size(
             sm90_config_of(config),
-            sm90_args_of(p, p, p, zero_points ? p : 0, 0, p, 0, 0, M, N, K, group_size, bf16, bits));
+            sm90_args_of(p, p, p, zero_points ? p : 0, 0, p, 0, 0, M, N, K, group_size, bf16, bits, split_k));
       },
       py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
-      py::arg("bits"), py::arg("zero_points"), "workspace bytes one sm90 call needs (0 for persistent configs)");
+      py::arg("bits"), py::arg("zero_points"), py::arg("split_k") = 1,
+      "workspace bytes one sm90 call needs (0 for persistent configs)");
 
   m.def(
       "gemm_sm90",
       [](const Sm90ConfigTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
-         int64_t workspace_bytes, int M, int N, int K, int group_size, bool bf16, int bits, std::uintptr_t stream) {
+         int64_t workspace_bytes, int M, int N, int K, int group_size, bool bf16, int bits, std::uintptr_t stream,
+         int split_k) {
         mixgemm::sm90::run(sm90_config_of(config),
                            sm90_args_of(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, M, N,
-                                        K, group_size, bf16, bits),
+                                        K, group_size, bf16, bits, split_k),
                            stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
       py::arg("out"), py::arg("workspace"), py::arg("workspace_bytes"), py::arg("M"), py::arg("N"), py::arg("K"),
-      py::arg("group_size"), py::arg("bf16"), py::arg("bits"), py::arg("stream"),
+      py::arg("group_size"), py::arg("bf16"), py::arg("bits"), py::arg("stream"), py::arg("split_k") = 1,
       "y = x @ W (+ bias) on the sm90 path; packed must be in the sm90 layout (prepack_sm90); offsets = 0 "
-      "selects the scale-only kernel");
+      "selects the scale-only kernel; split_k > 1 (stream-K configs) splits K in split_k runs");
 }

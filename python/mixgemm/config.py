@@ -52,7 +52,10 @@ class GemmConfig:
     ``tile_k`` = 64 per CTA, ``cluster_m`` x ``cluster_n`` CTAs per cluster, ``schedule`` and
     ``scheduler`` as in :data:`SM90_SCHEDULES` / :data:`SM90_SCHEDULERS`. Its warp fields give one consumer
     warpgroup's tile (half the weight columns for "coop") and ``stages`` is 0: CUTLASS sizes the pipeline
-    to the shared memory. K is split by the stream-K scheduler, never by ``split_k``.
+    to the shared memory. A "streamk" config with ``split_k == 1`` lets CUTLASS's stream-K scheduler
+    divide the K x tiles work over the SMs; ``split_k > 1`` (mode ``"serial"``) makes the same scheduler
+    cut every tile's K into ``split_k`` runs instead, whose fp32 partials are added in split order in the
+    workspace (deterministic) and the last split runs the epilogue.
 
     ``path="dequant"`` (build with :meth:`dequant`) has no tile: every size field is 0 and ``split_k`` 1;
     cuBLAS chooses its own kernel for the dense GEMM.
@@ -80,8 +83,9 @@ class GemmConfig:
             if self.schedule not in SM90_SCHEDULES or self.scheduler not in SM90_SCHEDULERS:
                 raise ValueError(f"GemmConfig: an sm90 config needs schedule in {SM90_SCHEDULES} and scheduler "
                                  f"in {SM90_SCHEDULERS}, got {self.schedule!r}, {self.scheduler!r}")
-            if self.split_k != 1:
-                raise ValueError("GemmConfig: the sm90 path splits K with its stream-K scheduler: split_k must be 1")
+            if self.split_k != 1 and (self.scheduler != "streamk" or self.split_k_mode != "serial"):
+                raise ValueError("GemmConfig: an sm90 config splits K only through its stream-K scheduler: split_k "
+                                 "> 1 needs scheduler 'streamk' and split_k_mode 'serial'")
         elif self.schedule or self.scheduler or (self.cluster_m, self.cluster_n) != (1, 1):
             raise ValueError(f"GemmConfig: schedule, scheduler and clusters belong to the sm90 path, not {self.path!r}")
         if self.path == "dequant" and self.split_k != 1:
@@ -148,8 +152,9 @@ class GemmConfig:
         if self.path == "dequant":
             return DEQUANT_NAME
         if self.path == "sm90":
-            return (f"sm90_{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}_"
+            base = (f"sm90_{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}_"
                     f"{self.schedule}_{self.scheduler}")
+            return base if self.split_k == 1 else f"{base}_k{self.split_k}s"
         base = (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_w{self.warp_m}x{self.warp_n}x{self.warp_k}"
                 f"_s{self.stages}")
         if self.path != "sm80":  # sm80 names carry no prefix: they predate the other paths

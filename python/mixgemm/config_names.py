@@ -5,7 +5,8 @@ A name is what crosses boundaries where a dataclass cannot: the ``str config`` a
 tuning cache. Names look like ``16x128x64_w16x32x64_s4`` (tile M x N x K, warp tile, pipeline stages),
 with ``_k4s`` / ``_k4p`` appended for split-K 4, serial / parallel, and a ``gemv_`` prefix for the decode
 path (``gemv_8x64x256_w8x64x64_s2_k4s``). sm90 configs are named by tile, cluster, schedule and scheduler
-(``sm90_256x128x64_c1x1_coop_persistent``); the dequant path has one config, ``dequant_cublas``.
+(``sm90_256x128x64_c1x1_coop_persistent``; a stream-K one split K ways ends in ``_k4s``); the dequant path
+has one config, ``dequant_cublas``.
 ``"auto"`` stands for "let :func:`mixgemm.gemm` choose".
 """
 
@@ -18,7 +19,7 @@ from .config import DEQUANT_NAME, GemmConfig
 AUTO = "auto"
 
 _NAME = re.compile(r"(?:(gemv)_)?(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)(?:_k(\d+)([sp]))?")
-_SM90_NAME = re.compile(r"sm90_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_([a-z]+)_([a-z]+)")
+_SM90_NAME = re.compile(r"sm90_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+)([sp]))?")
 _MODE_OF_LETTER = {"s": "serial", "p": "parallel", None: "none"}
 
 
@@ -36,8 +37,10 @@ def from_name(name: str) -> GemmConfig | str:
         return GemmConfig.dequant()
     sm90 = _SM90_NAME.fullmatch(name.strip())
     if sm90:
-        *sizes, schedule, scheduler = sm90.groups()
-        return GemmConfig.sm90(*(int(v) for v in sizes), schedule, scheduler)
+        *sizes, schedule, scheduler, split_k, mode = sm90.groups()
+        config = GemmConfig.sm90(*(int(v) for v in sizes), schedule, scheduler)
+        # GemmConfig refuses what the sm90 path cannot split (a persistent config, "_k4p", "_k1s").
+        return config if split_k is None else config.with_split_k(int(split_k), _MODE_OF_LETTER[mode])
     match = _NAME.fullmatch(name.strip())
     if not match:
         raise ValueError(

@@ -207,8 +207,8 @@ def _fits(config: GemmConfig, compiled: list[GemmConfig], M: int, N: int, K: int
         return False
     if config.path == "gemv":  # a split per 64-deep batch at most; rows up to the kernel's tile_m
         return M <= config.tile_m and config.split_k <= K // config.warp_k
-    if config.path == "sm90":
-        return N % config.tile_n == 0
+    if config.path == "sm90":  # split-K (stream-K configs only): one k-tile per split at least
+        return N % config.tile_n == 0 and config.split_k <= K // config.tile_k
     if config.path == "dequant":
         return True
     return config.split_k <= K // config.tile_k
@@ -360,8 +360,8 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
         # Symmetric weights run the scale-only kernel where it is compiled (their offsets are all zero),
         # else the zero-point kernel with those zero offsets: the same result.
         offsets = not (state.scale_only and "scale" in sm90_modes(bf16, state.bits)[config.tile])
-        nbytes = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets)
-        return _Plan(config, state.device, ext.prepare_gemm_sm90(config.tile, *sizes, bf16, state.bits),
+        nbytes = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets, config.split_k)
+        return _Plan(config, state.device, ext.prepare_gemm_sm90(config.tile, *sizes, bf16, state.bits, config.split_k),
                      workspace_bytes=nbytes, offsets=offsets)
     if config.path == "gemv":
         floats, semaphores = ext.gemv_workspace_size(M, state.n, config.split_k)

@@ -150,6 +150,27 @@ def sm90_config(configs: list[GemmConfig], M: int, N: int, sm_count: int = 132) 
         fitting, key=lambda c: (c.tile_m, c.tile_n))
 
 
+# Split-K on the sm90 stream-K configs (CUTLASS's split-K decomposition: every tile's K cut into `split`
+# runs on as many CTAs, partials added in split order). When a config's tiles fill at most half the SMs,
+# stream-K spreads each tile over ~132 / tiles CTAs with uneven runs and a fixup chain per tile; an even
+# split that keeps tiles x split within one wave measured faster (H100, interleaved, BENCHMARKS.md, "sm90
+# split-K"): 4096 x 4096 at M = 32, 32 tiles, split 4: 15.4 against 16.5 us; 8192 x 8192 at M = 32..128,
+# 64 tiles, split 2: 0.92x-0.98x of stream-K's time; 11008 x 4096 at M = 32..64, split 4: 0.95x-0.97x.
+# Splits above 4 lost in every cell (6 and 8: 1.1x-1.4x slower): the fixup chain is serial, one link per
+# split.
+SM90_MAX_SPLIT_K = 4
+
+
+def sm90_split(config: GemmConfig, M: int, N: int, K: int, sm_count: int = 132) -> GemmConfig:
+    """``config`` with the split-K the rule above gives it: stream-K configs whose tiles fill at most half
+    the SMs split K by ``sm_count // tiles`` (at most 4, at least one k-tile per split); others unchanged."""
+    if config.path != "sm90" or config.scheduler != "streamk":
+        return config
+    tiles = math.ceil(M / config.tile_m) * (N // config.tile_n)
+    split = min(SM90_MAX_SPLIT_K, sm_count // max(tiles, 1), K // config.tile_k)
+    return config.with_split_k(split, "serial") if split >= 2 else config.with_split_k(1, "none")
+
+
 def _dequant_wins(M: int, layout: str) -> bool:
     """Whether the dequant path (expand the weight, then cuBLAS) is expected to beat the layout's GEMM."""
     return M >= _DEQUANT_MIN_M[layout]
@@ -159,8 +180,8 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
                      layout: str = "sm80") -> GemmConfig:
     """A sane default for a weight in ``layout`` (``configs``: the compiled configs that read it): the decode
     path for a few rows of x; the dequant path for many rows of a large weight; else on the sm90 layout the
-    sm90 GEMM's tile by M bucket, on the sm80 layout a tile by M bucket, then split-K until the grid keeps
-    the GPU busy."""
+    sm90 GEMM's tile by M bucket, then split-K where its tiles leave most SMs idle (:func:`sm90_split`); on
+    the sm80 layout a tile by M bucket, then split-K until the grid keeps the GPU busy."""
     if not configs:
         raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
     decode = _gemv_config(configs, M, N, K, sm_count, layout)
@@ -175,7 +196,7 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
             if dequant is not None:  # no compiled weight tile divides N: the dequant path takes any N
                 return dequant
             raise RuntimeError(f"mixgemm: no compiled sm90 config tiles N = {N}")
-        return config
+        return sm90_split(config, M, N, K, sm_count)
     config = _pick_tile(configs, M)
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k

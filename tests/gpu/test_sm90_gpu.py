@@ -128,6 +128,68 @@ def test_cuda_graph_capture():
         _check(out, x, bias, model_w, math_w, dtype, f"graph {config.name}")
 
 
+def _stream_k_configs(dtype, bits):
+    configs = [c for c in sm90.compiled_sm90_configs(dtype, bits) if c.scheduler == "streamk"]
+    if not configs:
+        pytest.skip("this build compiles no stream-K sm90 config (MIXGEMM_KERNELS=full does)")
+    return configs
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_split_k_against_float64_and_repeatable_bit_for_bit(dtype, bits):
+    """Split-K on every stream-K kernel: even (2, 4) and uneven (3: 6 + 5 + 5 k-tiles) splits, one k-tile
+    per split (16), splits that start inside a scale group (G = 128 is two k-tiles), with and without bias.
+    The splits add their partials in split order, so a second launch gives the same bits."""
+    _require_sm90()
+    K, N, G = 1024, 256, 128  # 16 k-tiles of 64; two weight tiles of 128 columns
+    torch.manual_seed(bits)
+    packed, model_w, math_w = _weight(K, N, G, dtype, bits, True)
+    bias = torch.randn(N, device=DEVICE).to(dtype)
+    for config in _stream_k_configs(dtype, bits):
+        for split in (2, 3, 4, 16):
+            cfg = config.with_split_k(split)
+            for M in (1, 64, 300):
+                x = random_activations(M, K, dtype)
+                for b in (None, bias):
+                    poison_allocator(M * N * 2)
+                    out = sm90.gemm_sm90(x, packed, b, config=cfg)
+                    _check(out, x, b, model_w, math_w, dtype, f"{cfg.name} M={M} bias={b is not None}")
+                    assert torch.equal(sm90.gemm_sm90(x, packed, b, config=cfg), out), f"{cfg.name} M={M}"
+
+
+def test_split_k_under_cuda_graph_replay():
+    _require_sm90()
+    dtype = torch.float16
+    K, N = 1024, 256
+    packed, model_w, math_w = _weight(K, N, 128, dtype, 4, True)
+    bias = torch.randn(N, device=DEVICE).to(dtype)
+    for config in _stream_k_configs(dtype, 4):
+        cfg = config.with_split_k(3)
+        x = random_activations(100, K, dtype)
+        sm90.gemm_sm90(x, packed, bias, config=cfg)  # warm-up outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = sm90.gemm_sm90(x, packed, bias, config=cfg)
+        for _ in range(2):  # each replay finds the split-K locks as the last one left them
+            x.copy_(random_activations(100, K, dtype))
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            _check(out, x, bias, model_w, math_w, dtype, f"graph {cfg.name}")
+
+
+def test_split_k_errors():
+    _require_sm90()
+    packed, _, _ = _weight(256, 128, 64, torch.float16, 4, True)  # K = 256: four k-tiles
+    x = random_activations(4, 256, torch.float16)
+    config = _stream_k_configs(torch.float16, 4)[0]
+    with pytest.raises(ValueError, match=r"gemm_sm90: split_k must be between 1 and K / 64 \(whole k-tiles per "
+                                         r"split\), got 8"):
+        sm90.gemm_sm90(x, packed, config=config.with_split_k(8))
+    assert torch.isfinite(sm90.gemm_sm90(x, packed, config=config.with_split_k(4))).all()
+
+
 def test_clear_errors_on_the_gpu():
     _require_sm90()
     packed, _, _ = _weight(256, 128, 64, torch.float16, 4, True)

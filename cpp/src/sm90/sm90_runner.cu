@@ -100,6 +100,13 @@ void can_implement(const Config& config, const Args& args) {
             return fn("group_size must be K or a multiple of 64 that divides K (the collective reloads scales per "
                       "whole k-tile), got " + std::to_string(args.group_size));
           });
+  require(args.split_k >= 1 && args.split_k <= args.K / kTileK, [&] {
+    return fn("split_k must be between 1 and K / 64 (whole k-tiles per split), got " +
+              std::to_string(args.split_k));
+  });
+  require(args.split_k == 1 || config.scheduler == Scheduler::kStreamK, [&] {
+    return fn("split_k > 1 needs a stream-K config (its scheduler does the split), got " + config.name());
+  });
   require(args.A && args.B && args.scales && args.D,
           [&] { return fn("x, packed weight, scales and output pointers must be non-null"); });
   require(aligned16(args.A) && aligned16(args.B) && aligned16(args.scales) && aligned16(args.offsets) &&

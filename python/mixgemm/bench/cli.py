@@ -18,6 +18,7 @@ import pathlib
 import re
 import sys
 
+from .. import tuning
 from ..config import LAYOUTS
 from . import metrics, report
 from .timing import MIN_REPS
@@ -428,14 +429,17 @@ def run_dequant(args, argv=None) -> list[dict]:
 
 def split_settings(K: int, config=None) -> list[tuple[int, str]]:
     """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
-    ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K through
-    its stream-K scheduler, never through split_k; the dequant path runs one cuBLAS GEMM)."""
-    if config is not None and config.path in ("sm90", "dequant"):
+    ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K only on
+    its stream-K configs, serially and at most 4 ways (tuning.sm90_split says why); the dequant path runs
+    one cuBLAS GEMM)."""
+    path = config.path if config is not None else "sm80"
+    if path == "dequant" or (path == "sm90" and config.scheduler != "streamk"):
         return [(1, "none")]
-    modes = ("serial",) if config is not None and config.path == "gemv" else SPLIT_K_MODES
+    modes = ("serial",) if path in ("gemv", "sm90") else SPLIT_K_MODES
+    most = tuning.SM90_MAX_SPLIT_K if path == "sm90" else max(SPLIT_KS)
     settings = [(1, "none")]
     for split_k in SPLIT_KS:
-        if 1 < split_k <= K // _K_MULTIPLE:
+        if 1 < split_k <= min(K // _K_MULTIPLE, most):
             settings.extend((split_k, mode) for mode in modes)
     return settings
 
@@ -560,8 +564,6 @@ def run_sweep(args, argv=None) -> list[dict]:
 
 def run_tune(args, argv=None) -> list[dict]:
     import torch
-
-    from .. import tuning
 
     records = sweep(args, argv, label="tune")
     K, N = args.shape

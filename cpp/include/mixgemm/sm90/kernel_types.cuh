@@ -88,6 +88,7 @@ struct KernelTypes {
       LayoutWAtom{}, cute::Layout<cute::Shape<int, int, int>, cute::Stride<int64_t, cute::_1, int64_t>>{}));
 
   using Tags = ScheduleTags<schedule>;
+  static constexpr bool kStreamK = scheduler == Scheduler::kStreamK;
 
   // D = acc + bias[row of D^T] (no C source: ElementC void).
   using Fusion = cutlass::epilogue::fusion::LinCombPerRowBias<Element, float, Element, void, float>;

@@ -55,8 +55,20 @@ typename Types::Gemm::Arguments make_arguments(const Args& a) {
                          ? a.device_sm_count
                          : cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
 
+  typename Kernel::TileSchedulerArguments scheduler{};
+  if constexpr (Types::kStreamK) {
+    if (a.split_k > 1) {
+      using StreamK = typename Kernel::TileScheduler;
+      scheduler.splits = a.split_k;
+      scheduler.decomposition_mode = StreamK::DecompositionMode::SplitK;
+      // Deterministic (the default, kept explicit): split s waits for splits 0..s-1 to have added theirs,
+      // so the sum's order, and every bit of y, is the same on every launch.
+      scheduler.reduction_mode = StreamK::ReductionMode::Deterministic;
+    }
+  }
+
   return typename Types::Gemm::Arguments{
-      cutlass::gemm::GemmUniversalMode::kGemm, {a.N, a.M, a.K, 1}, mainloop, epilogue, hw_info, {}};
+      cutlass::gemm::GemmUniversalMode::kGemm, {a.N, a.M, a.K, 1}, mainloop, epilogue, hw_info, scheduler};
 }
 
 template <class Types>

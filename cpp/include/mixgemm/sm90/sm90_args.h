@@ -69,6 +69,10 @@ struct Args {
   ActType act = ActType::kFloat16;
   int bits = 4;                   // 4 (int4) or 8 (int8)
   int device_sm_count = 0;        // the GPU's SM count (persistent grid size); <= 0: queried
+  // Stream-K configs only: > 1 replaces the stream-K decomposition by split-K, every output tile's K cut
+  // into split_k runs of whole k-tiles on split_k CTAs; the splits add their fp32 partials in the
+  // workspace in split order (CUTLASS's deterministic reduction mode), the last one runs the epilogue.
+  int split_k = 1;
 };
 
 }  // namespace mixgemm::sm90
