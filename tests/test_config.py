@@ -728,8 +728,9 @@ def test_sm90_large_m_fills_the_gpu():
     (11008, 4096, 64, 4),
     (4096, 11008, 64, 1),   # 86 tiles: more than half the SMs, stream-K as it is
     (8192, 28672, 128, 1),  # 224 tiles
-    (128, 4096, 128, 2),    # two k-tiles: at most 2 splits
-    (64, 4096, 128, 1),     # one k-tile: nothing to split
+    (2048, 4096, 128, 2),   # 32 k-tiles: 16 per split at least
+    (1024, 4096, 128, 1),   # 16 k-tiles: nothing to split
+    (64, 4096, 128, 1),
 ])
 def test_sm90_split_k_rule(K, N, M, split):
     cfg = sm90_pick(M, N, K)

@@ -352,9 +352,12 @@ def test_sm90_weight_runs_the_sm90_gemm(sm90_build, scale_only):
     # Symmetric weights run the scale-only kernel where it is compiled: no offsets pointer.
     assert (launch["offsets"] == 0) == scale_only
     assert launch["offsets"] in (0, w.offsets.data_ptr())
-    # One 64 x 128 tile on the fake's SMs: K's four k-tiles split 4 ways (tuning.sm90_split), sized and run so.
-    assert gpu.workspace_queries[-1] == dict(tile=SM90_64.tile, M=64, zero_points=not scale_only, split_k=4)
-    assert (launch["split_k"], launch["mode"]) == (4, "serial")
+    # K's four k-tiles are too few to split (tuning.sm90_split); an explicit split reaches the sizing and launch.
+    assert gpu.workspace_queries[-1] == dict(tile=SM90_64.tile, M=64, zero_points=not scale_only, split_k=1)
+    assert (launch["split_k"], launch["mode"]) == (1, "none")
+    mixgemm.gemm(torch.zeros(64, K, dtype=F16), w, config=SM90_64.with_split_k(2))
+    assert gpu.workspace_queries[-1]["split_k"] == 2
+    assert (gpu.launches[-1]["split_k"], gpu.launches[-1]["mode"]) == (2, "serial")
     # The 16-token kernel has no scale-only build: the offset kernel, with the (all-zero) offsets.
     mixgemm.gemm(torch.zeros(16, K, dtype=F16), w, config=SM90_16)
     assert (gpu.launches[-1]["tile"], gpu.launches[-1]["offsets"]) == (SM90_16.tile, w.offsets.data_ptr())

@@ -157,17 +157,22 @@ def sm90_config(configs: list[GemmConfig], M: int, N: int, sm_count: int = 132) 
 # split-K"): 4096 x 4096 at M = 32, 32 tiles, split 4: 15.4 against 16.5 us; 8192 x 8192 at M = 32..128,
 # 64 tiles, split 2: 0.92x-0.98x of stream-K's time; 11008 x 4096 at M = 32..64, split 4: 0.95x-0.97x.
 # Splits above 4 lost in every cell (6 and 8: 1.1x-1.4x slower): the fixup chain is serial, one link per
-# split.
+# split. Each link costs about 3 us (4096 x 256 at M = 128, 128 x 128 tiles: 8.8 us split 2 ways against
+# 5.5 whole; a k-tile costs ~0.3 us), so a split needs about 16 k-tiles of its own to pay for it: on
+# N = 4096, M = 128, split 4 took 17.8 against 13.4 us at K = 1024 (4 k-tiles per split), split 2 16.3
+# against 19.6 at K = 2048 (16 per split), and split 4 matched stream-K from K = 4096 on.
 SM90_MAX_SPLIT_K = 4
+_SM90_MIN_K_TILES_PER_SPLIT = 16
 
 
 def sm90_split(config: GemmConfig, M: int, N: int, K: int, sm_count: int = 132) -> GemmConfig:
     """``config`` with the split-K the rule above gives it: stream-K configs whose tiles fill at most half
-    the SMs split K by ``sm_count // tiles`` (at most 4, at least one k-tile per split); others unchanged."""
+    the SMs split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split; others
+    unchanged."""
     if config.path != "sm90" or config.scheduler != "streamk":
         return config
     tiles = math.ceil(M / config.tile_m) * (N // config.tile_n)
-    split = min(SM90_MAX_SPLIT_K, sm_count // max(tiles, 1), K // config.tile_k)
+    split = min(SM90_MAX_SPLIT_K, sm_count // max(tiles, 1), K // config.tile_k // _SM90_MIN_K_TILES_PER_SPLIT)
     return config.with_split_k(split, "serial") if split >= 2 else config.with_split_k(1, "none")
 
 
