@@ -151,16 +151,18 @@ def sm90_config(configs: list[GemmConfig], M: int, N: int, sm_count: int = 132) 
 
 
 # Split-K on the sm90 stream-K configs (CUTLASS's split-K decomposition: every tile's K cut into `split`
-# runs on as many CTAs, partials added in split order). When a config's tiles fill at most half the SMs,
-# stream-K spreads each tile over ~132 / tiles CTAs with uneven runs and a fixup chain per tile; an even
-# split that keeps tiles x split within one wave measured faster (H100, interleaved, BENCHMARKS.md, "sm90
-# split-K"): 4096 x 4096 at M = 32, 32 tiles, split 4: 15.4 against 16.5 us; 8192 x 8192 at M = 32..128,
-# 64 tiles, split 2: 0.92x-0.98x of stream-K's time; 11008 x 4096 at M = 32..64, split 4: 0.95x-0.97x.
-# Splits above 4 lost in every cell (6 and 8: 1.1x-1.4x slower): the fixup chain is serial, one link per
-# split. Each link costs about 3 us (4096 x 256 at M = 128, 128 x 128 tiles: 8.8 us split 2 ways against
-# 5.5 whole; a k-tile costs ~0.3 us), so a split needs about 16 k-tiles of its own to pay for it: on
-# N = 4096, M = 128, split 4 took 17.8 against 13.4 us at K = 1024 (4 k-tiles per split), split 2 16.3
-# against 19.6 at K = 2048 (16 per split), and split 4 matched stream-K from K = 4096 on.
+# runs on as many CTAs, partials added in split order). Measured on an H100 (interleaved; BENCHMARKS.md,
+# "Small M on Hopper"):
+# * When a config's tiles fill at most half the SMs, stream-K spreads each tile over ~132 / tiles CTAs with
+#   uneven runs and a fixup chain per tile; an even split keeping tiles x split within one wave was faster:
+#   4096x4096 at M = 32 (32 tiles), split 4: 15.4 against 16.5 us; 8192x8192 at M = 32..128 (64 tiles),
+#   split 2: 0.91x-0.98x of stream-K's time; 11008x4096 at M = 32..64, split 4: 0.95x-0.96x.
+# * Splits above 4 lost in every cell (6 and 8 took 1.1x-1.4x the best split's time): the fixup chain is
+#   serial, one link per split, and each link costs about 3 us (K = 256, N = 4096, M = 128, 128 x 128
+#   tiles: 8.8 us of kernel split 2 ways against 5.5 whole), against ~0.3 us per k-tile.
+# * So a split needs about 16 k-tiles of its own: on N = 4096, M = 128, split 4 took 17.8 against 13.4 us
+#   at K = 1024 (4 k-tiles per split), split 2 16.3 against 19.6 at K = 2048 (16 per split), and split 4
+#   matched stream-K from K = 4096 on.
 SM90_MAX_SPLIT_K = 4
 _SM90_MIN_K_TILES_PER_SPLIT = 16
 
