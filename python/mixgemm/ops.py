@@ -207,11 +207,11 @@ def _fits(config: GemmConfig, compiled: list[GemmConfig], M: int, N: int, K: int
         return False
     if config.path == "gemv":  # a split per 64-deep batch at most; rows up to the kernel's tile_m
         return M <= config.tile_m and config.split_k <= K // config.warp_k
-    if config.path == "sm90":  # split-K (stream-K configs only): one k-tile per split at least
-        return N % config.tile_n == 0 and config.split_k <= K // config.tile_k
+    if config.path == "sm90" and N % config.tile_n:
+        return False
     if config.path == "dequant":
         return True
-    return config.split_k <= K // config.tile_k
+    return config.split_k <= K // config.tile_k  # sm80 and sm90 (stream-K) splits: one k-tile each at least
 
 
 def _check_fits(config: GemmConfig, M: int, N: int) -> None:

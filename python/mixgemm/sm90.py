@@ -126,12 +126,13 @@ def gemm_sm90(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None =
         # weight must get gemm's message, not the lookup's.
         check_packed_weight(fn, packed)
         rows = x.numel() // x.shape[-1] if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[-1] else 1
-        config = tuning.sm90_config(compiled_sm90_configs(packed.act_dtype, packed.bits), max(rows, 1), packed.n)
+        rows = max(rows, 1)
+        config = tuning.sm90_config(compiled_sm90_configs(packed.act_dtype, packed.bits), rows, packed.n)
         if config is None:
             raise ValueError(f"{fn}: no compiled sm90 config fits N = {packed.n} for {packed.act_dtype} "
                              f"int{packed.bits} (is 90a in MIXGEMM_CUDA_ARCHS?)")
         # The split needs the GPU's SM count; a weight off the GPU gets gemm's device error instead.
         if packed.packed.is_cuda:
             sm_count = ops._device_facts(fn, packed.packed.device)[1]
-            config = tuning.sm90_split(config, max(rows, 1), packed.n, packed.k, sm_count)
+            config = tuning.sm90_split(config, rows, packed.n, packed.k, sm_count)
     return ops.gemm(x, packed, bias, config)
