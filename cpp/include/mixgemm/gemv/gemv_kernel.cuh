@@ -19,6 +19,9 @@
 // the weight is converted once per lane, never once per 16-row M tile as in the GEMM. No shared memory
 // staging either: each lane's 16 bytes per slab are its fragments already.
 //
+// Unlike the GEMM paths, the decode path applies scale and offset *after* the mma, in fp32 (compute()):
+// the loop is bound by its instruction issue rate, and the codes then need one lop3 per pair.
+//
 // Work split. Grid x = 64-column strips of N, grid y = K splits. A block of kWarps warps covers one strip
 // and its split's run of 64-deep k-batches; warp w takes batches w, w + kWarps, ..., so at every step the
 // block reads one contiguous run of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in
@@ -33,6 +36,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "cutlass/fast_math.h"
 
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemm/threadblock/mainloop.cuh"
@@ -59,6 +64,7 @@ struct GemvParams {
   int M, N, K, group_size;
   int split_k;
   int batches_per_split;  // k-batches (64 rows) per grid-y split
+  cutlass::FastDivmod halves_per_group;  // group_size / 32: a multiply and a shift instead of a division
 };
 
 // kHalves: 1 when the group size is a multiple of 64 (one scale row per batch), 2 otherwise (each 32-row
@@ -67,8 +73,6 @@ struct GemvParams {
 // tried and showed no gain on the H100; see BENCHMARKS.md.)
 template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 struct Gemv {
-  using Traits = gemm::warp::ActTraits<T>;
-  using Pair = typename Traits::Pair;
   using Layout = WeightLayoutOf<kLayout, Bits>;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWordsPerSlab = Layout::kWordsPerSlab;      // per lane: 4 (int4) or 8 (int8)
@@ -114,7 +118,7 @@ struct Gemv {
     const T* offsets = static_cast<const T*>(p.offsets);
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
-      const int group = (batch * kBatchK + h * kHalfK) / p.group_size;
+      const int group = p.halves_per_group.div(2 * batch + h);  // (batch * 64 + h * 32) / group_size
       const int64_t row = static_cast<int64_t>(group) * p.N + strip * kStripN + c;
 #pragma unroll
       for (int j = 0; j < kSubBlocks; ++j)
@@ -128,22 +132,53 @@ struct Gemv {
   }
 
   // acc[mt][j] += W^T(16 columns of block j) . x^T(rows of tile mt) over the batch's 64 k.
+  //
+  // Scale and offset come after the mma, once per output and scale row instead of once per weight. Over
+  // one scale row, W = s v + o (v the code's value), so x . W = s (x . v) + o X with X = sum(x); the mma
+  // runs on biased codes A = magic + factor u (one lop3 or prmt per pair, weight_layouts.cuh), and
+  //     x . W = (s / factor) D + (o - s beta) X,   D = x . A,
+  // two fp32 fmas per accumulator and scale row. Per 16 x 16 block and slab this leaves one shift, four
+  // lop3 and the mma (fp16 int4), where applying scale and offset to the weights took eight more f16x2
+  // instructions: the loop issues about a third fewer instructions per weight byte, and it is issue bound
+  // (BENCHMARKS.md, "Decode path: a shared-memory ring").
+  // X comes from the tensor core too: an mma of an all-ones A fragment against x^T gives every row of D^T
+  // the sum of x over the slab's 16 k, in the accumulator layout the fold needs.
+  // Precision: D carries magic * X (up to 1032 X), which the fold cancels in fp32; the rounding left is
+  // about 2^-24 * 1032 |s X| per scale row, four orders below fp16's resolution of the result.
   __device__ static void compute(const Batch& b, float (&acc)[kMTiles][kSubBlocks][4]) {
+    constexpr int kSlabsPerRow = kSlabsPerBatch / kHalves;  // slabs under one scale row
+    constexpr uint32_t kOnes = kIsHalf<T> ? 0x3C003C00u : 0x3F803F80u;  // (1.0, 1.0) in T
+    const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
 #pragma unroll
-    for (int s = 0; s < kSlabsPerBatch; ++s) {
-      const int h = kHalves == 1 ? 0 : s / (kHalfK / 16);
+    for (int h = 0; h < kHalves; ++h) {
+      // xsum[mt][r]: sum of x over this scale row's k for row m = 8 mt + 2 t + (r & 1) (regs 2, 3 repeat 0, 1)
+      float xsum[kMTiles][4] = {};
+#pragma unroll
+      for (int s = h * kSlabsPerRow; s < (h + 1) * kSlabsPerRow; ++s)
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(xsum[mt], ones, b.x[s][mt]);
 #pragma unroll
       for (int j = 0; j < kSubBlocks; ++j) {
-        gemm::warp::ColumnQuant<T> quant;
+        float raw[kMTiles][4] = {};
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          quant.scale[half] = Traits::broadcast(b.scale[h][j][half]);
-          quant.offset[half] = Traits::broadcast(b.offset[h][j][half]);
+        for (int s = h * kSlabsPerRow; s < (h + 1) * kSlabsPerRow; ++s) {
+          uint32_t a[4];
+          Layout::template biased_fragment<T>(&b.words[s][j * Layout::kWordsPerBlock], a);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(raw[mt], a, b.x[s][mt]);
         }
-        uint32_t a[4];
-        Layout::template fragment<T>(&b.words[s][j * Layout::kWordsPerBlock], quant, a);
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(acc[mt][j], a, b.x[s][mt]);
+        for (int row = 0; row < 2; ++row) {  // accumulator regs 2 row, 2 row + 1: column 16 j + c + 8 row
+          const RowForm form = Layout::template biased_row<T>(row);
+          const float scale = static_cast<float>(b.scale[h][j][row]);
+          const float s = scale * form.inv_factor;
+          const float o = static_cast<float>(b.offset[h][j][row]) - scale * form.beta;
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int r = 2 * row; r < 2 * row + 2; ++r)
+              acc[mt][j][r] = fmaf(s, raw[mt][r], fmaf(o, xsum[mt][r & 1], acc[mt][j][r]));
+        }
       }
     }
   }
@@ -156,7 +191,6 @@ constexpr int kDepth = 2;
 template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
   using G = Gemv<T, Bits, kMTiles, kWarps, kHalves, kLayout>;
-  using Traits = typename G::Traits;
   __shared__ float reduction[kWarps][G::kRows][G::kRedStride];
   __shared__ int is_last;
 
@@ -234,6 +268,7 @@ __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
     }
     return;
   }
+
 
   // Split-K: partial to the workspace (L2 stores: the summing block may run on another SM), then count
   // arrivals on the strip's semaphore. The fence orders this block's partials before its arrival.

@@ -16,7 +16,7 @@ void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
   const int batches = args.K / kBatchK;
   const GemvParams params{args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.workspace,
                           args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
-                          ceil_div(batches, args.split_k)};
+                          ceil_div(batches, args.split_k), cutlass::FastDivmod(args.group_size / kHalfK)};
   const dim3 grid(args.N / kStripN, args.split_k);
   gemv_kernel<T, Bits, kMTiles, kWarps, kHalves, kLayout><<<grid, 32 * kWarps, 0, stream>>>(params);
   check_launch("gemv_kernel");

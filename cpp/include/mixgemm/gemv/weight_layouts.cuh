@@ -23,7 +23,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "mixgemm/convert/biased_codes.cuh"
 #include "mixgemm/convert/int4_to_float.cuh"
 #include "mixgemm/convert/int8_to_float.cuh"
 #include "mixgemm/gemm/gemm_args.h"
@@ -56,6 +58,23 @@ __device__ __forceinline__ uint32_t load_streaming_v1(const int32_t* address) {
 template <typename T>
 using RowQuant = gemm::warp::ColumnQuant<T>;
 
+// Biased fragments (convert/biased_codes.cuh): A registers holding magic + factor * u instead of the code
+// value v (v = u for unsigned codes, u - shift for signed ones: shift 8 for int4, 128 for int8). Over one
+// scale row, with D = x . A (the mma on biased codes) and X = sum(x):
+//     x . v = (D - magic X) / factor - shift X,  so  x . (s v + o) = (s / factor) D + (o - s beta) X
+// with beta = magic / factor + shift. RowForm holds (1 / factor, beta) for one A row (c or c + 8): a
+// layout must give both of a row's registers the same form.
+struct RowForm {
+  float inv_factor;
+  float beta;
+};
+__host__ __device__ constexpr RowForm row_form(convert::BiasedForm form, float shift) {
+  return RowForm{1.0f / form.factor, form.magic / form.factor + shift};
+}
+
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, __half>;
+
 template <gemm::WeightLayout layout, int Bits>
 struct WeightLayoutOf;
 
@@ -86,6 +105,33 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm80, Bits> {
   __device__ static void fragment(const uint32_t* block_words, const RowQuant<T>& quant, uint32_t (&a)[4]) {
     const gemm::warp::BFragPair f = gemm::warp::dequantize_block<T, Bits>(block_words, quant);
     a[0] = f.b[0][0], a[1] = f.b[1][0], a[2] = f.b[0][1], a[3] = f.b[1][1];
+  }
+
+  // Biased A fragment (unsigned codes). Row c takes n8 tile 0's registers, row c + 8 tile 1's, and int4
+  // pairs 0 and 1 both feed row c, so int4 uses the all-low-nibble converter (one factor per row).
+  template <typename T>
+  __device__ static void biased_fragment(const uint32_t* block_words, uint32_t (&a)[4]) {
+    if constexpr (Bits == 4) {
+      const convert::Pairs4 q = convert::int4x8_biased_low<T, convert::Codes::kUnsigned>(block_words[0]);
+      a[0] = q.pair[0], a[1] = q.pair[2], a[2] = q.pair[1], a[3] = q.pair[3];
+    } else {
+      convert::Pairs2 q[2];  // word h = n8 tile h = row c + 8 h, pairs {k lo, k hi}
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (kIsHalf<T>) {
+          q[h] = convert::int8x4_biased_half<convert::Codes::kUnsigned, convert::BytePairs::kAdjacent>(
+              block_words[h]);
+        } else {
+          q[h] = convert::int8x4_to<T>(block_words[h]);
+        }
+      }
+      a[0] = q[0].pair[0], a[1] = q[1].pair[0], a[2] = q[0].pair[1], a[3] = q[1].pair[1];
+    }
+  }
+  template <typename T>
+  __host__ __device__ static constexpr RowForm biased_row(int /*row*/) {
+    if constexpr (Bits == 4) return row_form(convert::low_nibble<T>(), 0.0f);
+    return row_form(kIsHalf<T> ? convert::half_byte() : convert::exact(), 0.0f);
   }
 };
 
@@ -137,6 +183,44 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm90, Bits> {
       const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q[p]), quant.scale[p % 2], quant.offset[p % 2]);
       a[p] = *reinterpret_cast<const uint32_t*>(&w);
     }
+  }
+
+  // Biased A fragment (signed codes). Register p feeds row p % 2, so fp16 int4 keeps the one-shift
+  // converter: row c gets the low nibbles (factor 1), row c + 8 the high ones (factor 16).
+  template <typename T>
+  __device__ static void biased_fragment(const uint32_t* block_words, uint32_t (&a)[4]) {
+    if constexpr (Bits == 4) {
+      convert::Pairs4 q;
+      if constexpr (kIsHalf<T>) {
+        q = convert::int4x8_biased_half<convert::Codes::kSigned>(block_words[0]);
+      } else {
+        q = convert::int4x8_biased_low<T, convert::Codes::kSigned>(block_words[0]);
+      }
+#pragma unroll
+      for (int p = 0; p < 4; ++p) a[p] = q.pair[p];
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        convert::Pairs2 q;
+        if constexpr (kIsHalf<T>) {
+          q = convert::int8x4_biased_half<convert::Codes::kSigned, convert::BytePairs::kStrided>(block_words[r]);
+        } else {
+          q = convert::int8x4_to<T, convert::Codes::kSigned, convert::BytePairs::kStrided>(block_words[r]);
+        }
+        a[2 * r] = q.pair[0], a[2 * r + 1] = q.pair[1];
+      }
+    }
+  }
+  template <typename T>
+  __host__ __device__ static constexpr RowForm biased_row(int row) {
+    if constexpr (Bits == 4) {
+      if constexpr (kIsHalf<T>) {
+        return row_form(row == 0 ? convert::half_low_nibble() : convert::half_high_nibble(), 8.0f);
+      }
+      return row_form(convert::low_nibble<T>(), 8.0f);
+    }
+    // int8: fp16 registers hold 1024 + u with u = v + 128; bf16 ones hold v exactly (no shift).
+    return kIsHalf<T> ? row_form(convert::half_byte(), 128.0f) : row_form(convert::exact(), 0.0f);
   }
 };
 
