@@ -21,6 +21,8 @@
 //
 // Unlike the GEMM paths, the decode path applies scale and offset *after* the mma, in fp32 (compute()):
 // the loop is bound by its instruction issue rate, and the codes then need one lop3 per pair.
+// On sm_90 it is launched as a programmatic dependent (the prologue of gemv_kernel): its weight stream
+// starts in L2 while the previous kernel on the stream finishes.
 //
 // Work split. Grid x = 64-column strips of N, grid y = K splits. A block of kWarps warps covers one strip
 // and its split's run of 64-deep k-batches; warp w takes batches w, w + kWarps, ..., so at every step the
@@ -199,6 +201,33 @@ __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
   const int batches = p.K / kBatchK;
   const int first = split * p.batches_per_split;
   const int last = min(first + p.batches_per_split, batches);
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Programmatic dependent launch (launch_gemv.cuh launches with it on sm_90+): this grid may start while
+  // the kernel before it on the stream still runs, so nothing it reads or writes may be touched before
+  // griddepcontrol.wait, which returns once that kernel has finished and its writes are visible. What can
+  // go first is asking L2 for the weight lines of the warp's first batches, and their scale rows: the
+  // weights are where the bytes are, and a prefetch cannot read stale data, because L2 is where every
+  // SM's stores land (a line fetched before the previous kernel's store to it is updated by that store).
+  // On a GPU busy with the previous kernel's tail, the weight stream starts that much earlier; after the
+  // wait, load() finds the lines in L2. launch_dependents lets the next kernel on the stream do the same
+  // with our tail (it still waits for our writes before reading them). Without the launch attribute both
+  // instructions are no-ops and the prefetches a head start of a few cycles.
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    const int b = first + warp + d * kWarps;
+    if (b >= last) break;
+    G::Layout::template prefetch<kSlabsPerBatch>(p.B, p.N, p.K, strip, b * kSlabsPerBatch, lane);
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      const int64_t row = static_cast<int64_t>(p.halves_per_group.div(2 * b + h)) * p.N + strip * kStripN;
+      prefetch_l2(static_cast<const T*>(p.scales) + row);
+      prefetch_l2(static_cast<const T*>(p.offsets) + row);
+    }
+  }
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 
   float acc[kMTiles][G::kSubBlocks][4];
 #pragma unroll

@@ -11,6 +11,10 @@ namespace mixgemm::gemv {
 
 using LaunchFn = void (*)(const gemm::GemmArgs&, cudaStream_t);
 
+// Whether the current device takes programmatic dependent launches (compute capability 9.0 or newer);
+// cached per device, defined in gemv_runner.cu.
+bool device_launches_dependents();
+
 template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
   const int batches = args.K / kBatchK;
@@ -18,7 +22,23 @@ void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
                           args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
                           ceil_div(batches, args.split_k), cutlass::FastDivmod(args.group_size / kHalfK)};
   const dim3 grid(args.N / kStripN, args.split_k);
-  gemv_kernel<T, Bits, kMTiles, kWarps, kHalves, kLayout><<<grid, 32 * kWarps, 0, stream>>>(params);
+  const auto kernel = gemv_kernel<T, Bits, kMTiles, kWarps, kHalves, kLayout>;
+  if (device_launches_dependents()) {
+    // Programmatic dependent launch: the kernel may start before the previous kernel on the stream ends
+    // and prefetches its weights meanwhile (the prologue of gemv_kernel.cuh says what waits for what).
+    cudaLaunchAttribute dependent;
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(32 * kWarps);
+    config.stream = stream;
+    config.attrs = &dependent;
+    config.numAttrs = 1;
+    check_cuda(cudaLaunchKernelEx(&config, kernel, params), "gemv_kernel");
+  } else {
+    kernel<<<grid, 32 * kWarps, 0, stream>>>(params);
+  }
   check_launch("gemv_kernel");
 }
 

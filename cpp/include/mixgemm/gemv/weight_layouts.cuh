@@ -54,6 +54,14 @@ __device__ __forceinline__ uint32_t load_streaming_v1(const int32_t* address) {
   return v;
 }
 
+// Asks L2 for the 128-byte line holding `address` (no register is written: the decode kernel issues these
+// before it may read anything, see gemv_kernel.cuh). A warp's 32 prefetches of one line are one request.
+// No eviction hint: with L2::evict_last the prefetched lines outstayed their use and 8192 x 28672 at M = 1
+// took 49.1 us against 47.6 (BENCHMARKS.md).
+__device__ __forceinline__ void prefetch_l2(const void* address) {
+  asm volatile("prefetch.global.L2 [%0];\n" : : "l"(address));
+}
+
 // Scale and offset pairs of the two rows of W^T (columns c and c + 8 of W) a lane's fragment covers.
 template <typename T>
 using RowQuant = gemm::warp::ColumnQuant<T>;
@@ -97,6 +105,18 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm80, Bits> {
         const uint4 x = load_streaming_v4(w + s * 32 * kWordsPerSlab + 4 * v);
         words[s][4 * v] = x.x, words[s][4 * v + 1] = x.y, words[s][4 * v + 2] = x.z, words[s][4 * v + 3] = x.w;
       }
+  }
+
+  // L2 prefetch of what load() reads for the same slabs: the warp's addresses of a slab span 512 bytes
+  // (1024 for int8), so one prefetch per lane and 16-byte vector covers them.
+  template <int kSlabs>
+  __device__ static void prefetch(const int32_t* B, int N, int K, int strip, int slab0, int lane) {
+    const int32_t* w = B + (static_cast<int64_t>(strip) * (K / 16) + slab0) * (32 * kWordsPerSlab) +
+                       lane * kWordsPerSlab;
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s)
+#pragma unroll
+      for (int v = 0; v < kWordsPerSlab / 4; ++v) prefetch_l2(w + s * 32 * kWordsPerSlab + 4 * v);
   }
 
   // The A fragment of block j from its words: the converted B fragments (n8 tile 0 = column c, tile 1 =
@@ -159,6 +179,16 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm90, Bits> {
           words[s][2 * j] = x.x, words[s][2 * j + 1] = x.y;
         }
       }
+  }
+
+  // L2 prefetch of what load() reads for the same slabs: a slab's four blocks are one contiguous run of
+  // 512 bytes (1024 for int8), one line per lane group of 8 (16).
+  template <int kSlabs>
+  __device__ static void prefetch(const int32_t* B, int N, int K, int strip, int slab0, int lane) {
+    const int64_t row_words = static_cast<int64_t>(N / 16) * kBlockWords;
+    const int32_t* w = B + slab0 * row_words + (4 * strip) * kBlockWords + lane * (4 * kBlockWords / 32);
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s) prefetch_l2(w + s * row_words);
   }
 
   template <typename T>
