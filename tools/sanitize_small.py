@@ -7,8 +7,8 @@ the decode path and the dequant path on both weight layouts. On an sm_90 GPU eve
 need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on, and the
 stream-K ones also split K 2 ways.
 
-    python tools/sanitize_small.py [--only sm90]   # --only sm90: the sm90 kernels alone (a full build's
-                                                   # sm80 set under racecheck takes minutes)
+    python tools/sanitize_small.py [--only sm90|gemv]   # the sm90 kernels or the decode kernels alone (a
+                                                        # full build's sm80 set under racecheck takes minutes)
 """
 
 from __future__ import annotations
@@ -45,9 +45,43 @@ def sm90_cases(x: torch.Tensor, failures: list) -> None:
                     failures.append(f"{cfg.name} zeros={zeros}: relative error {err:.2e}")
 
 
+def gemv_cases(x: torch.Tensor, failures: list) -> None:
+    """The decode path on both weight layouts (the sm90 one is plain PyTorch to pack and mma.sync to run,
+    so it needs no Hopper GPU): fp16 and bf16, int4 (G = 128, and G = 32 on the sm80 layout: two scale rows
+    per batch) and int8, only rows up to each kernel's tile_m, and serial split-K only (a 6-batch K split 4
+    ways leaves the last split one batch, and 4-warp blocks idle warps). On sm_90 the kernels run as
+    programmatic dependent launches, back to back."""
+    K, N = x.shape[1], 320
+    for dtype in (torch.float16, torch.bfloat16):
+        xs = x.to(dtype)
+        weights = []
+        for G, layouts in ((128, ("sm80", "sm90")), (32, ("sm80",))):
+            c = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
+            w = formats.dequantize(formats.unpack_awq(c["qweight"]), c["scales"], formats.unpack_awq(c["qzeros"]),
+                                   group_size=G)
+            weights += [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout=lay), w) for lay in layouts]
+        c = {k: (v.cuda() if v is not None else None)
+             for k, v in formats.random_gptq_int8_weight(K, N, 128, dtype=dtype, symmetric=False).items()}
+        w = formats.dequantize(formats.unpack_gptq_qweight_int8(c["qweight"]), c["scales"],
+                               formats.unpack_gptq_zeros_int8(c["qzeros"]), group_size=128, bits=8)
+        weights += [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], format="gptq", bits=8, layout=lay), w)
+                    for lay in ("sm80", "sm90")]
+        for packed, w in weights:
+            for config in mixgemm.compiled_configs(dtype, packed.bits, path="gemv"):
+                rows = slice(0, min(x.shape[0], config.tile_m))
+                ref = xs[rows].double() @ w.double()
+                for split in ((1, "none"), (4, "serial")):
+                    cfg = config.with_split_k(*split)
+                    out = mixgemm.gemm(xs[rows].contiguous(), packed, config=cfg)
+                    err = ((out.double() - ref).norm() / ref.norm()).item()
+                    if not err < 2e-2:
+                        failures.append(f"{cfg.name} ({dtype}, int{packed.bits}, G {packed.group_size}, "
+                                        f"{packed.layout} layout): relative error {err:.2e}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("sm90",), help="run only these kernels")
+    parser.add_argument("--only", choices=("sm90", "gemv"), help="run only these kernels")
     only = parser.parse_args().only
     K, N, G, M = 384, 320, 128, 17
     ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
@@ -71,6 +105,9 @@ def main() -> int:
             return 1
         sm90_cases(x, failures)
         return report(failures)
+    if only == "gemv":
+        gemv_cases(x, failures)
+        return report(failures)
     mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
@@ -78,19 +115,8 @@ def main() -> int:
         for split in ((1, "none"), (4, "serial"), (4, "parallel")):
             cfg = config.with_split_k(*split)
             check(cfg.name, mixgemm.gemm(x, packed, config=cfg), 3e-3)
-    # The decode path on both weight layouts (the sm90 one is plain PyTorch to pack and mma.sync to run, so
-    # it needs no Hopper GPU): only rows up to its tile_m, and serial split-K only (a 6-batch K split 4 ways
-    # leaves the last split one batch, and 4-warp blocks idle warps).
+    gemv_cases(x, failures)
     sm90_packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm90")
-    for weight in (packed, sm90_packed):
-        for config in mixgemm.compiled_configs(torch.float16, path="gemv"):
-            rows = slice(0, min(M, config.tile_m))
-            for split in ((1, "none"), (4, "serial")):
-                cfg = config.with_split_k(*split)
-                out = mixgemm.gemm(x[rows].contiguous(), weight, config=cfg)
-                err = ((out.double() - ref[rows]).norm() / ref[rows].norm()).item()
-                if not err < 3e-3:
-                    failures.append(f"{cfg.name} ({weight.layout} layout): relative error {err:.2e}")
     # The dequant path's expansion kernel on both layouts (then cuBLAS).
     for weight in (packed, sm90_packed):
         check(f"dequant_cublas ({weight.layout} layout)", mixgemm.gemm(x, weight, config=mixgemm.GemmConfig.dequant()),

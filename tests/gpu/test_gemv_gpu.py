@@ -203,6 +203,77 @@ def test_graph_replays_beside_eager_calls_on_another_stream(layout):
     assert all(torch.equal(out, expected_eager) for out in outs)
 
 
+def _chain(packs, x, config):
+    """Each call's output is the next call's x, on one stream with no synchronisation between them."""
+    outs = []
+    for packed in packs:
+        poison_allocator(x.shape[0] * packed.n * 2)
+        x = mixgemm.gemm(x, packed, config=config)
+        outs.append(x)
+    return outs
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dependent_launches_read_the_previous_calls_output(layout):
+    """On sm_90 the decode kernel starts before the previous kernel ends (programmatic dependent launch)
+    and may only prefetch weights before griddepcontrol.wait. A chain y_i = y_(i-1) @ W_i on one stream,
+    each output freshly allocated over NaN and read at once by the next call, with split-K calls reusing
+    one workspace: reading x, the partials or the semaphores early would show as NaN or wrong values."""
+    K = N = 2048
+    G, M = 128, 4
+    ckpts = [random_checkpoint(K, N, G, torch.float16) for _ in range(4)]
+    packs = [mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout=layout) for c in ckpts]
+    # Values grow about 3x per call (|W| ~ 0.07, K = 2048), far inside fp16's range after four; each call
+    # is checked against its actual input.
+    x = random_activations(M, K, torch.float16)
+    for split in (1, 8):
+        config = _decode_configs(torch.float16)[0].with_split_k(split, "none" if split == 1 else "serial")
+        for _ in range(3):
+            outs = _chain(packs, x, config)
+            torch.cuda.synchronize()
+            inputs = [x] + outs[:-1]
+            for inp, out, packed, ckpt in zip(inputs, outs, packs, ckpts):
+                assert torch.isfinite(inp).all() and inp.abs().max() < 6e4, "chain left fp16 range"
+                _check(out, inp, packed, reference_weight(ckpt, G))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dependent_launch_right_after_prepack(layout):
+    """The weight written by the kernel just before (prepack) is what the decode kernel prefetches into L2
+    before it waits for that kernel: the result must still be the new weight's."""
+    K, N, G, M = 4096, 1024, 128, 2
+    x = random_activations(M, K, torch.float16)
+    config = _decode_configs(torch.float16)[0].with_split_k(4, "serial")
+    for _ in range(3):
+        ckpt = random_checkpoint(K, N, G, torch.float16)
+        packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
+        out = mixgemm.gemm(x, packed, config=config)  # no synchronisation after prepack
+        _check(out, x, packed, reference_weight(ckpt, G))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dependent_launch_chain_in_a_cuda_graph(layout):
+    """Captured, the chain's launches become programmatic graph edges: replays with fresh x match eager."""
+    K = N = 1024
+    G, M = 64, 3
+    ckpts = [random_checkpoint(K, N, G, torch.float16) for _ in range(3)]
+    packs = [mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout=layout) for c in ckpts]
+    config = _decode_configs(torch.float16)[0].with_split_k(4, "serial")
+    static_x = random_activations(M, K, torch.float16)
+    _chain(packs, static_x, config)  # warm up outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_outs = _chain(packs, static_x, config)
+    for _ in range(3):
+        static_x.copy_(random_activations(M, K, torch.float16))
+        graph.replay()
+        eager = _chain(packs, static_x, config)
+        torch.cuda.synchronize()
+        for got, want in zip(static_outs, eager):
+            assert torch.equal(got, want)
+
+
 def test_decode_config_errors():
     K, N, G = 512, 128, 128
     ckpt = random_checkpoint(K, N, G, torch.float16)
