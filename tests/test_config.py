@@ -699,6 +699,17 @@ def test_sm90_decode_split_k_is_the_sm80_layouts():
         assert sm90_pick(M, N, K) == sm80
 
 
+@pytest.mark.parametrize("N, K, split", [
+    (4096, 4096, 8), (11008, 4096, 3), (4096, 11008, 8), (8192, 8192, 4), (28672, 8192, 1), (8192, 28672, 4),
+])
+def test_decode_split_k_reproduces_the_h100_sweep(N, K, split):
+    # Best splits of the 2026-11-23 sweep (BENCHMARKS.md); the m16 kernel keeps four batches per warp.
+    for M in (1, 8):
+        assert sm90_pick(M, N, K).split_k == split, M
+    assert sm90_pick(16, 4096, 4096).split_k == 4
+    assert sm90_pick(1, 4096, 4096, sms=66).split_k == 4  # fewer SMs, fewer blocks wanted
+
+
 @pytest.mark.parametrize("M, name", [
     (17, "sm90_32x128x64_c1x1_coop_streamk"), (32, "sm90_32x128x64_c1x1_coop_streamk"),
     (33, "sm90_64x128x64_c1x1_coop_streamk"), (64, "sm90_64x128x64_c1x1_coop_streamk"),

@@ -53,15 +53,18 @@ _SPLIT_MODE = "parallel"
 
 
 # Decode path (M <= 8): one m8 tile with 4 warps per block, split K until about this many blocks per SM
-# (4 fit at ~124 registers); each warp keeps at least _GEMV_MIN_BATCHES_PER_WARP 64-deep batches so its
-# two-batch pipeline fills. Swept on an H100 over split 1..16 at M = 1 and 8 (BENCHMARKS.md): the best
-# splits were 4, 3, 8, 4, 1 and 2 for 4096x4096, 4096x11008, 11008x4096, 8192x8192, 8192x28672 and
-# 28672x8192, which this rule reproduces within 3%. From M = 9 the sm80 path's 16-row tiles were as fast
-# or faster on the large shapes (the m16 decode kernel is compiled for the tuner to try). The decode path
-# reads both layouts at the same speed (tools/path_probe.py on an H100: within 2% at M = 1 and 8).
+# (4 fit at 128 registers); each warp keeps at least _GEMV_MIN_BATCHES_PER_WARP 64-deep batches so its
+# two-batch pipeline fills. Swept on an H100 over split 1..16 at M = 1 and 8 (BENCHMARKS.md, "Decode:
+# scale after the mma, and dependent launches"): the best splits were 8, 3, 8, 4, 1 and 4 for 4096x4096,
+# 4096x11008, 11008x4096, 8192x8192, 8192x28672 and 28672x8192, which this rule reproduces. Two batches
+# per warp suffice since the kernel prefetches its first batches into L2 before it may start (4096 x 4096
+# at split 8 took 6.7 us against 7.9 at split 4). The m16 kernel keeps four: at split 8 it took 15.2 us on
+# 4096 x 4096 at M = 16, against 13.2 at split 4 before that change. From M = 9 the sm80 path's 16-row
+# tiles were as fast or faster on the large shapes (the m16 decode kernel is compiled for the tuner to
+# try). The decode path reads both layouts at the same speed (within 2% at M = 1 and 8, BENCHMARKS.md).
 _GEMV_MAX_M = 8
 _GEMV_BLOCKS_PER_SM = 4
-_GEMV_MIN_BATCHES_PER_WARP = 4
+_GEMV_MIN_BATCHES_PER_WARP = {8: 2, 16: 4}  # by the kernel's rows
 # On the sm90 layout the decode path's m16 kernel competes with the sm90 GEMM's 16-token tile: it won on
 # 4096 x 4096 (12.9 us against 15.2) and lost from 8192 x 8192 up (31.6 against 27.2, 97 against 68 at
 # 8192 x 28672), so rows 9..16 take it only for weights up to this many elements.
@@ -79,7 +82,8 @@ def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: in
     strips = N // config.tile_n
     batches = K // config.warp_k
     want = round(_GEMV_BLOCKS_PER_SM * sm_count / strips)
-    split_k = max(1, min(want, batches // (warps * _GEMV_MIN_BATCHES_PER_WARP), _MAX_SPLIT_K))
+    min_batches = _GEMV_MIN_BATCHES_PER_WARP.get(config.tile_m, max(_GEMV_MIN_BATCHES_PER_WARP.values()))
+    split_k = max(1, min(want, batches // (warps * min_batches), _MAX_SPLIT_K))
     return config.with_split_k(split_k, "none" if split_k == 1 else "serial")
 
 
