@@ -38,7 +38,7 @@ struct Magic<__nv_bfloat16> {
   static constexpr float kValue = 128.0f;
 };
 
-// How a pair's values relate to the codes: value = kMagic + kFactor * code.
+// How a pair's values relate to the codes: value = magic + factor * code.
 struct BiasedForm {
   float magic;
   float factor;

@@ -148,6 +148,7 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm80, Bits> {
       a[0] = q[0].pair[0], a[1] = q[1].pair[0], a[2] = q[0].pair[1], a[3] = q[1].pair[1];
     }
   }
+  // The RowForm of A row `row` (0: c, 1: c + 8) for biased_fragment's registers.
   template <typename T>
   __host__ __device__ static constexpr RowForm biased_row(int /*row*/) {
     if constexpr (Bits == 4) return row_form(convert::low_nibble<T>(), 0.0f);
@@ -241,6 +242,7 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm90, Bits> {
       }
     }
   }
+  // The RowForm of A row `row` (0: c, 1: c + 8) for biased_fragment's registers.
   template <typename T>
   __host__ __device__ static constexpr RowForm biased_row(int row) {
     if constexpr (Bits == 4) {
