@@ -7,8 +7,6 @@
 namespace mixgemm::dequant {
 namespace {
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename T>
 void launch(const int32_t* qweight, const void* scales, const int32_t* qzeros, void* out, int K, int N,
             int group_size, cudaStream_t stream) {
@@ -31,7 +29,7 @@ void awq_dequantize(const int32_t* qweight, const void* scales, const int32_t* q
   require(N >= 8 && N % 8 == 0, "awq_dequantize: N (columns of scales) must be a positive multiple of 8");
   require(group_size >= 1 && K % group_size == 0,
           "awq_dequantize: group_size must be >= 1 and divide K (rows of qweight)");
-  require(aligned16(qweight) && aligned16(scales) && aligned16(qzeros) && aligned16(out),
+  require(aligned(qweight, 16) && aligned(scales, 16) && aligned(qzeros, 16) && aligned(out, 16),
           "awq_dequantize: qweight, scales, qzeros and out must be 16-byte aligned");
   require_cuda_device();
   if (bf16) {

@@ -20,10 +20,6 @@ template __global__ void awq_gemm_m16nXk32_kernel<128>(const half*, const uint32
 
 namespace {
 
-bool aligned(const void* pointer, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
-}
-
 template <int N_TILE>
 void launch(const void* x, const int32_t* qweight, const void* scales, const int32_t* qzeros,
             void* partials, int M, int N, int K, int group_size, int split_k_iters,

@@ -25,7 +25,6 @@ struct RegistryEntry {
 namespace mixgemm::gemm {
 namespace {
 
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 const RegistryEntry* find_entry(const TileConfig& config, ActType act, int bits) {
   for (const RegistryEntry& entry : kRegistry)

@@ -37,7 +37,6 @@ const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int
   return nullptr;
 }
 
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 int halves_for(int group_size) { return group_size % kBatchK == 0 ? 1 : 2; }
 

@@ -9,8 +9,6 @@
 namespace mixgemm::dequant {
 namespace {
 
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 template <typename T, int Bits, gemm::WeightLayout kLayout>
 void launch(const int32_t* packed, const void* scales, const void* offsets, void* out, int N, int K,
             int group_size, cudaStream_t stream) {

@@ -31,7 +31,6 @@ namespace {
 
 constexpr int kTileK = 64;  // 128 bytes of 16-bit x per k-tile (kernel_types.cuh)
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 Mode mode_of(const Args& args) { return args.offsets != nullptr ? Mode::kScaleOffset : Mode::kScale; }
 
@@ -109,13 +108,13 @@ void can_implement(const Config& config, const Args& args) {
   });
   require(args.A && args.B && args.scales && args.D,
           [&] { return fn("x, packed weight, scales and output pointers must be non-null"); });
-  require(aligned16(args.A) && aligned16(args.B) && aligned16(args.scales) && aligned16(args.offsets) &&
-              aligned16(args.D) && aligned16(args.bias),
+  require(aligned(args.A, 16) && aligned(args.B, 16) && aligned(args.scales, 16) && aligned(args.offsets, 16) &&
+              aligned(args.D, 16) && aligned(args.bias, 16),
           [&] {
             return fn("x, packed weight, scales, offsets, output and bias must be 16-byte aligned (TMA and vector "
                       "loads)");
           });
-  require(args.workspace_bytes >= 0 && aligned16(args.workspace),
+  require(args.workspace_bytes >= 0 && aligned(args.workspace, 16),
           [&] { return fn("workspace must be 16-byte aligned"); });
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -54,6 +55,12 @@ inline void require_cuda_device() {
                              "); mixgemm's kernels need an NVIDIA GPU of compute capability >= 8.0");
   }
   seen.store(true, std::memory_order_relaxed);
+}
+
+// Whether `pointer` is a multiple of `bytes` (the runners' alignment rules: vector and cp.async/TMA
+// accesses of 16 bytes, 4-byte pairs, 2-byte elements).
+inline bool aligned(const void* pointer, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0;
 }
 
 // Checks the launch that was just issued (bad configuration, missing kernel image for this GPU).
