@@ -1,7 +1,6 @@
 // Host side of the decode path: rule checks, workspace sizing, config -> instantiation dispatch.
 #include "mixgemm/gemv/gemv_runner.h"
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -41,22 +40,6 @@ const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int
 int halves_for(int group_size) { return group_size % kBatchK == 0 ? 1 : 2; }
 
 }  // namespace
-
-bool device_launches_dependents() {
-  // One flag per device ordinal: 0 unknown, 1 no, 2 yes. Racing first calls write the same answer.
-  static std::atomic<int8_t> known[64] = {};
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  if (device < 0 || device >= 64) return false;
-  int8_t state = known[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0;
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
-    state = major >= 9 ? 2 : 1;
-    known[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
-}
 
 std::vector<GemvConfig> compiled_configs(gemm::ActType act, int bits) {
   std::vector<GemvConfig> configs;

@@ -2,10 +2,10 @@
 // for sm_90a (CMakeLists.txt), together with the generated instances it dispatches to.
 #include "mixgemm/sm90/sm90_runner.h"
 
-#include <array>
 #include <string>
 
 #include "mixgemm/common/check.h"
+#include "mixgemm/common/device_info.h"
 #include "mixgemm/sm90/launch.cuh"
 
 namespace mixgemm::sm90 {
@@ -31,38 +31,12 @@ namespace {
 
 constexpr int kTileK = 64;  // 128 bytes of 16-bit x per k-tile (kernel_types.cuh)
 
-
 Mode mode_of(const Args& args) { return args.offsets != nullptr ? Mode::kScaleOffset : Mode::kScale; }
 
 const RegistryEntry* find_entry(const Config& config, ActType act, int bits, Mode mode) {
   for (const RegistryEntry& entry : kRegistry)
     if (entry.config == config && entry.act == act && entry.bits == bits && entry.mode == mode) return &entry;
   return nullptr;
-}
-
-// Per-device facts, read once: the SM count (the persistent grid size) and whether it is an sm_90 part.
-struct DeviceInfo {
-  int sm_count = 0;
-  bool is_sm90 = false;
-  bool known = false;
-};
-
-const DeviceInfo& current_device_info() {
-  static std::array<DeviceInfo, 64> cache{};
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  require(device >= 0 && device < static_cast<int>(cache.size()), "gemm_sm90: device index out of range");
-  DeviceInfo& info = cache[device];
-  if (!info.known) {
-    int major = 0, minor = 0;
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
-    check_cuda(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device),
-               "cudaDeviceGetAttribute");
-    info.is_sm90 = major == 9 && minor == 0;
-    info.known = true;
-  }
-  return info;
 }
 
 }  // namespace
@@ -130,7 +104,7 @@ void run(const Config& config, const Args& args, cudaStream_t stream) {
   can_implement(config, args);
   require_cuda_device();
   const DeviceInfo& info = current_device_info();
-  if (!info.is_sm90)
+  if (info.major != 9 || info.minor != 0)
     throw std::runtime_error("gemm_sm90: the current GPU is not compute capability 9.0; the sm90 path's "
                              "kernels are built for sm_90a (Hopper H100/H200) only");
   Args a = args;

@@ -4,16 +4,13 @@
 #include <cuda_runtime.h>
 
 #include "mixgemm/common/check.h"
+#include "mixgemm/common/device_info.h"
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemv/gemv_kernel.cuh"
 
 namespace mixgemm::gemv {
 
 using LaunchFn = void (*)(const gemm::GemmArgs&, cudaStream_t);
-
-// Whether the current device takes programmatic dependent launches (compute capability 9.0 or newer);
-// cached per device, defined in gemv_runner.cu.
-bool device_launches_dependents();
 
 template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
 void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
@@ -23,8 +20,8 @@ void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
                           ceil_div(batches, args.split_k), cutlass::FastDivmod(args.group_size / kHalfK)};
   const dim3 grid(args.N / kStripN, args.split_k);
   const auto kernel = gemv_kernel<T, Bits, kMTiles, kWarps, kHalves, kLayout>;
-  if (device_launches_dependents()) {
-    // Programmatic dependent launch: the kernel may start before the previous kernel on the stream ends
+  if (current_device_info().major >= 9) {
+    // Programmatic dependent launch (compute capability 9.0 on): the kernel may start before the previous kernel on the stream ends
     // and prefetches its weights meanwhile (the prologue of gemv_kernel.cuh says what waits for what).
     cudaLaunchAttribute dependent;
     dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
