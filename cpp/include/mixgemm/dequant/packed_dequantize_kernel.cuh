@@ -22,13 +22,14 @@
 #include <cstdint>
 
 #include "mixgemm/gemm/gemm_args.h"
+#include "mixgemm/gemm/threadblock/tile_loader.cuh"
 #include "mixgemm/gemv/weight_layouts.cuh"
 
 namespace mixgemm::dequant {
 
 constexpr int kPackedDequantThreads = 256;
-constexpr int kPackedStripN = 64;  // columns per packed strip (both layouts)
-constexpr int kPackedSlabK = 16;   // K rows per slab (both layouts)
+constexpr int kPackedStripN = gemm::threadblock::kPackedStripN;  // columns per packed strip (both layouts)
+constexpr int kPackedSlabK = gemm::threadblock::kSlabK;          // K rows per slab (both layouts)
 
 template <typename T, int Bits, gemm::WeightLayout kLayout>
 __global__ void __launch_bounds__(kPackedDequantThreads)
