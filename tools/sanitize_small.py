@@ -22,6 +22,11 @@ import mixgemm
 from mixgemm import formats
 
 
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref||, in float64 (NaN, from an unwritten output, fails every `<`)."""
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
 def sm90_cases(x: torch.Tensor, failures: list) -> None:
     from mixgemm import sm90
 
@@ -39,8 +44,7 @@ def sm90_cases(x: torch.Tensor, failures: list) -> None:
             # Stream-K configs also split K 2 ways (K = 384: 3 + 3 k-tiles): the split-K locks and partials.
             splits = (1, 2) if config.scheduler == "streamk" else (1,)
             for cfg in (config.with_split_k(s) for s in splits):
-                out = sm90.gemm_sm90(x, packed, bias, config=cfg)
-                err = ((out.double() - ref).norm() / ref.norm()).item()
+                err = relative_error(sm90.gemm_sm90(x, packed, bias, config=cfg), ref)
                 if not err < 3e-3:
                     failures.append(f"{cfg.name} zeros={zeros}: relative error {err:.2e}")
 
@@ -72,8 +76,7 @@ def gemv_cases(x: torch.Tensor, failures: list) -> None:
                 ref = xs[rows].double() @ w.double()
                 for split in ((1, "none"), (4, "serial")):
                     cfg = config.with_split_k(*split)
-                    out = mixgemm.gemm(xs[rows].contiguous(), packed, config=cfg)
-                    err = ((out.double() - ref).norm() / ref.norm()).item()
+                    err = relative_error(mixgemm.gemm(xs[rows].contiguous(), packed, config=cfg), ref)
                     if not err < 2e-2:
                         failures.append(f"{cfg.name} ({dtype}, int{packed.bits}, G {packed.group_size}, "
                                         f"{packed.layout} layout): relative error {err:.2e}")
@@ -92,7 +95,7 @@ def main() -> int:
     failures = []
 
     def check(name: str, out: torch.Tensor, tol: float) -> None:
-        err = ((out.double() - ref).norm() / ref.norm()).item()
+        err = relative_error(out, ref)
         if not err < tol:
             failures.append(f"{name}: relative error {err:.2e}")
 
