@@ -14,6 +14,7 @@ import mixgemm
 from mixgemm import tuning
 from mixgemm.bench import cli, metrics, peers, report, timing
 from mixgemm.config import GemmConfig
+from hand_registry import fake_compiled
 
 
 def _parse_error(capsys, argv) -> str:
@@ -360,8 +361,9 @@ def fake_gpu(monkeypatch, tmp_path):
     # A fixed kernel set, so the fake timings have the same winners whichever set this build compiled.
     fake.configs = list(_FakeGPU.CONFIGS)
     monkeypatch.setattr(mixgemm, "compiled_configs",
-                        lambda dtype=torch.float16, bits=4, path="sm80": [c for c in fake.configs
-                                                                          if path is None or c.path == path])
+                        lambda dtype=torch.float16, bits=4, path="sm80", layout=None: [
+                            c for c in fake_compiled(fake.configs)(False, bits, layout)
+                            if path is None or c.path == path])
     return fake
 
 

@@ -24,6 +24,7 @@ from mixgemm import _checks, library, ops, packing, tuning
 from mixgemm import config as config_module
 from mixgemm.config import GemmConfig
 from mixgemm.nn import QuantLinear
+from hand_registry import fake_compiled
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
 K, N, G = 256, 128, 64
@@ -58,7 +59,7 @@ SM90_MODES = {SM90_16.tile: ("offset",), SM90_64.tile: ("offset", "scale"), SM90
 
 @pytest.fixture
 def sm90_build(gpu, monkeypatch):
-    monkeypatch.setattr(config_module, "_compiled", lambda bf16, bits: HAND_COMPILED)
+    monkeypatch.setattr(config_module, "_compiled", fake_compiled(HAND_COMPILED))
     monkeypatch.setattr(config_module, "sm90_modes", lambda bf16, bits: SM90_MODES)
     return gpu
 
@@ -86,10 +87,10 @@ class FakeGPU:
                                   sm90_layout=sm90_layout))
 
     # The extension's prepared launches (one per plan): each returns the callable a call hands its addresses.
-    def prepare_gemm(self, tile, M, N, K, G, split_k, mode, bf16, bits=4):
+    def prepare_gemm(self, tile, M, N, K, G, split_k, mode, bf16, bits=4, sm90_layout=False):
         def run(x, packed, scales, offsets, bias, out, workspace, semaphores, stream):
             self.launch(tile, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k, mode,
-                        bf16, stream, bits)
+                        bf16, stream, bits, sm90_layout=sm90_layout)
         return run
 
     def prepare_gemv(self, key, M, N, K, G, split_k, bf16, bits, sm90_layout):
@@ -312,7 +313,7 @@ def test_sm90_weight_after_warm_up_reads_no_file_and_queries_no_device(sm90_buil
     gpu = sm90_build
     w = sm90_weight(dtype, scale_only)
     bias = torch.zeros(N, dtype=dtype)
-    for M in (1, 12, 64):  # the decode path (8 and 16 rows) and the sm90 GEMM
+    for M in (1, 12, 64):  # the decode path (8 rows) and the sm90 GEMM (this build has no sm80 sm90-layout tile)
         x = torch.zeros(M, K, dtype=dtype)
         assert repeated(gpu, lambda: mixgemm.gemm(x, w)) == {}
         assert repeated(gpu, lambda: mixgemm.gemm(x, w, bias)) == {}
@@ -320,16 +321,19 @@ def test_sm90_weight_after_warm_up_reads_no_file_and_queries_no_device(sm90_buil
     assert gpu.calls["cuda_device_count"] == 1 and gpu.calls["properties"] == 1
     assert gpu.calls["tuning.lookup"] == 3  # M = 1, 12 and 64, "auto"
     assert gpu.calls["check_packed_tensors"] == 1
-    assert len(gpu.workspace_queries) == 2  # one per sm90 plan (M = 64 "auto", M = 64 SM90_128)
+    assert len(gpu.workspace_queries) == 3  # one per sm90 plan (M = 12 and 64 "auto", M = 64 SM90_128)
 
 
 def test_sm90_weight_takes_the_decode_path_for_a_few_rows(sm90_build):
     gpu = sm90_build
-    for M, key in [(1, (1, 4)), (8, (1, 4)), (9, (2, 4)), (16, (2, 4))]:
+    for M in (1, 8):
         mixgemm.gemm(torch.zeros(M, K, dtype=F16), sm90_weight())
         launch = gpu.launches[-1]
-        # The decode kernel that reads the sm90 layout: up to 16 rows on this (small) weight.
-        assert (launch["path"], launch["tile"], launch["M"], launch["sm90_layout"]) == ("gemv", key, M, True), M
+        # The decode kernel that reads the sm90 layout.
+        assert (launch["path"], launch["tile"], launch["M"], launch["sm90_layout"]) == ("gemv", (1, 4), M, True), M
+    # Without sm80 tiles compiled for the sm90 layout, 9 rows and up run the sm90 GEMM.
+    mixgemm.gemm(torch.zeros(9, K, dtype=F16), sm90_weight())
+    assert gpu.launches[-1]["path"] == "sm90"
     # The same decode kernels, told the layout, for an sm80-layout weight (whose decode path stops at 8 rows).
     mixgemm.gemm(torch.zeros(1, K, dtype=F16), packed_weight())
     assert (gpu.launches[-1]["path"], gpu.launches[-1]["sm90_layout"]) == ("gemv", False)
@@ -339,6 +343,19 @@ def test_sm90_weight_takes_the_decode_path_for_a_few_rows(sm90_build):
     mixgemm.gemm(torch.zeros(3, K, dtype=F16), sm90_weight(), config=GemmConfig.gemv(16, 4).with_split_k(2))
     launch = gpu.launches[-1]
     assert (launch["path"], launch["tile"], launch["split_k"], launch["sm90_layout"]) == ("gemv", (2, 4), 2, True)
+
+
+def test_sm90_weight_runs_the_sm80_tiles_compiled_for_its_layout(sm90_build, monkeypatch):
+    # A build that compiles the 16-row sm80 tile for sm90-layout weights: 9..16 rows take it, told the layout.
+    gpu = sm90_build
+    monkeypatch.setattr(config_module, "_compiled", fake_compiled(HAND_COMPILED, sm90_layout_tiles=(SM80_TILE.tile,)))
+    for M in (9, 16):
+        mixgemm.gemm(torch.zeros(M, K, dtype=F16), sm90_weight())
+        launch = gpu.launches[-1]
+        assert (launch["path"], launch["tile"], launch["M"], launch["sm90_layout"]) == ("sm80", SM80_TILE.tile, M,
+                                                                                          True), M
+    mixgemm.gemm(torch.zeros(16, K, dtype=F16), packed_weight())
+    assert (gpu.launches[-1]["path"], gpu.launches[-1]["sm90_layout"]) == ("sm80", False)
 
 
 @pytest.mark.parametrize("scale_only", [False, True])
@@ -395,8 +412,8 @@ def test_configs_of_another_layout_are_refused_after_warm_up(sm90_build):
     w = sm90_weight()
     x = torch.zeros(2, K, dtype=F16)
     mixgemm.gemm(x, w)  # warm
-    with pytest.raises(ValueError, match=r"^gemm: config 16x256x64_w16x64x64_s3 \(sm80 path\) cannot read a weight "
-                                         r"in the 'sm90' layout; its kernels read sm80 weights"):
+    with pytest.raises(ValueError, match=r"^gemm: config 16x256x64_w16x64x64_s3 is not compiled for weights in the "
+                                         r"'sm90' layout in this build; its sm80 configs for that layout: none$"):
         mixgemm.gemm(x, w, config=SM80_TILE)
     mixgemm.gemm(x, packed_weight())
     with pytest.raises(ValueError, match=r"^gemm: config sm90_64x128x64_c1x1_coop_streamk \(sm90 path\) cannot read "

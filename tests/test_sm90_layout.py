@@ -18,6 +18,7 @@ from mixgemm import formats, ops, packing, sm90, sm90_layout
 from mixgemm import config as config_module
 from mixgemm.config import GemmConfig
 from mixgemm.packing import PackedWeight
+from hand_registry import fake_compiled
 
 
 def _cute_offset(coord: int, shape, stride) -> int:
@@ -172,16 +173,17 @@ SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
 @pytest.fixture
 def hand_compiled(monkeypatch):
     monkeypatch.setattr(config_module, "_compiled",
-                        lambda bf16, bits: (SM80_TILE, GemmConfig.gemv(8, 4), SM90_PERSISTENT, SM90_STREAMK))
+                        fake_compiled((SM80_TILE, GemmConfig.gemv(8, 4), SM90_PERSISTENT, SM90_STREAMK)))
 
 
 def test_layouts_never_cross(hand_compiled, cpu_as_cuda):
-    # A weight reaches only the kernels that read its layout: the decode path reads both, each GEMM its own.
+    # A weight reaches only the kernels that read its layout: the decode path reads both, the sm90 GEMM its
+    # own, the sm80 GEMM the sm90 layout only with the tiles a build compiles for it (none in this one).
     ckpt = _awq(128, 128, 64)
     packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     empty = torch.zeros(0, 128, dtype=torch.float16)  # gemm checks the config, launches nothing
-    with pytest.raises(ValueError, match=r"^gemm: config 16x256x64_w16x64x64_s3 \(sm80 path\) cannot read a weight "
-                                         r"in the 'sm90' layout"):
+    with pytest.raises(ValueError, match=r"^gemm: config 16x256x64_w16x64x64_s3 is not compiled for weights in the "
+                                         r"'sm90' layout in this build"):
         mixgemm.gemm(empty, packed, config=SM80_TILE)
     with pytest.raises(ValueError, match=r"^gemm: config sm90_128x128x64_c1x1_coop_persistent \(sm90 path\) cannot "
                                          r"read a weight in the 'sm80' layout"):

@@ -14,6 +14,7 @@ import mixgemm
 from mixgemm import config as config_module
 from mixgemm import ops, packing, tuning
 from mixgemm.config import GemmConfig
+from hand_registry import fake_compiled
 
 GPU = "NVIDIA H100 80GB HBM3"
 CONFIG_A = GemmConfig(16, 128, 64, 16, 32, 64, 4, 4, "serial")
@@ -341,7 +342,7 @@ HAND_COMPILED = (GemmConfig(16, 256, 64, 16, 64, 64, 3), GemmConfig(64, 128, 64,
 
 @pytest.fixture
 def hand_compiled(monkeypatch):
-    monkeypatch.setattr(config_module, "_compiled", lambda bf16, bits: HAND_COMPILED)
+    monkeypatch.setattr(config_module, "_compiled", fake_compiled(HAND_COMPILED))
     return [c for c in HAND_COMPILED]
 
 
@@ -353,15 +354,33 @@ def _weight_in(layout, fake_device):
 
 def test_resolve_config_of_an_sm90_weight(fake_device, hand_compiled):
     w = _weight_in("sm90", fake_device)
-    reads_sm90 = [c for c in hand_compiled if "sm90" in c.layouts]
-    # The heuristic on the configs that read the sm90 layout: decode up to 16 rows here, then the sm90 GEMM.
+    reads_sm90 = mixgemm.compiled_configs(torch.float16, path=None, layout="sm90")
+    # The heuristic on the configs that read the sm90 layout: decode up to 8 rows, then (no sm80 tile is
+    # compiled for the layout in this hand build) the sm90 GEMM.
     assert ops.resolve_config(12, w, "auto") == tuning.heuristic_config(reads_sm90, 12, 4096, 4096, 132, "sm90")
-    assert ops.resolve_config(12, w, "auto").path == "gemv"
+    assert ops.resolve_config(8, w, "auto").path == "gemv"
+    assert ops.resolve_config(12, w, "auto").path == "sm90"
     # 32 tiles of 64 x 128 fill a quarter of the 132 SMs: split 4 (tuning.sm90_split).
     assert ops.resolve_config(64, w, "auto") == SM90_A.with_split_k(4, "serial")
     # An sm80-layout weight of the same shape never gets an sm90 config.
     assert ops.resolve_config(64, _weight_in("sm80", fake_device), "auto").path == "sm80"
     assert ops.resolve_config(12, _weight_in("sm80", fake_device), "auto").path == "sm80"
+
+
+def test_resolve_config_runs_the_sm80_tiles_of_the_sm90_layout(fake_device, monkeypatch):
+    # A build with the 16-row sm80 tile compiled for sm90-layout weights: 9..16 rows take it with the sm80
+    # rule's split; 17..64 rows too while M N K <= 1.5 Gi (4096 x 4096: up to 64); the sm90 GEMM above.
+    sm80_16 = HAND_COMPILED[0]
+    monkeypatch.setattr(config_module, "_compiled", fake_compiled(HAND_COMPILED, sm90_layout_tiles=(sm80_16.tile,)))
+    w = _weight_in("sm90", fake_device)
+    assert ops.resolve_config(8, w, "auto").path == "gemv"
+    for M in (9, 16, 64):
+        config = ops.resolve_config(M, w, "auto")
+        assert config.tile == sm80_16.tile and config == tuning.heuristic_config(
+            [sm80_16], M, 4096, 4096, 132), M
+    assert ops.resolve_config(65, w, "auto").path == "sm90"
+    # The sm80 layout's weight of the same shape is unchanged: its own tiles by M bucket.
+    assert ops.resolve_config(64, _weight_in("sm80", fake_device), "auto").tile == HAND_COMPILED[1].tile
 
 
 def test_resolve_config_reads_its_layouts_cache_entry(fake_device, hand_compiled):
@@ -376,9 +395,9 @@ def test_resolve_config_reads_its_layouts_cache_entry(fake_device, hand_compiled
     tuning.save_choice(GPU, 128, *args, SM90_A)
     tuning.save_choice(GPU, 128, *args, CONFIG_B, layout="sm90")
     assert ops.resolve_config(128, sm80_w, "auto") == tuning.heuristic_config(
-        [c for c in hand_compiled if "sm80" in c.layouts], 128, 4096, 4096, 132)
+        mixgemm.compiled_configs(torch.float16, path=None, layout="sm80"), 128, 4096, 4096, 132)
     assert ops.resolve_config(128, sm90_w, "auto") == tuning.heuristic_config(
-        [c for c in hand_compiled if "sm90" in c.layouts], 128, 4096, 4096, 132, "sm90")
+        mixgemm.compiled_configs(torch.float16, path=None, layout="sm90"), 128, 4096, 4096, 132, "sm90")
     # A tuned sm90 tile that does not divide N is stale too.
     narrow = packing.PackedWeight(sm90_w.packed, torch.zeros(32, 4160, dtype=torch.float16),
                                   torch.zeros(32, 4160, dtype=torch.float16), 128, 4, torch.float16, 4160, 4096,
@@ -389,7 +408,7 @@ def test_resolve_config_reads_its_layouts_cache_entry(fake_device, hand_compiled
 
 
 def test_resolve_config_takes_the_dequant_path_from_its_threshold(fake_device, hand_compiled, monkeypatch):
-    monkeypatch.setattr(config_module, "_compiled", lambda bf16, bits: HAND_COMPILED + (GemmConfig.dequant(),))
+    monkeypatch.setattr(config_module, "_compiled", fake_compiled(HAND_COMPILED + (GemmConfig.dequant(),)))
     sm90_w, sm80_w = _weight_in("sm90", fake_device), _weight_in("sm80", fake_device)
     assert ops.resolve_config(1023, sm80_w, "auto").path == "sm80"
     assert ops.resolve_config(1024, sm80_w, "auto") == GemmConfig.dequant()

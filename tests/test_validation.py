@@ -25,6 +25,7 @@ import mixgemm
 import mixgemm._C as _C
 from mixgemm import _checks, baseline, ops, packing, tuning
 from mixgemm.config import GemmConfig
+from hand_registry import fake_compiled
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
 
@@ -774,15 +775,17 @@ def sm90_weight(n=N, k=K, groups=G, dtype=F16, bits=4, **overrides) -> packing.P
 SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
 DECODE_8 = GemmConfig.gemv(8, 4)
 SM90_TILE = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")
-HAND_COMPILED = (SM80_TILE, GemmConfig(64, 128, 64, 32, 64, 64, 4), DECODE_8, GemmConfig.gemv(16, 4), SM90_TILE,
+SM80_64 = GemmConfig(64, 128, 64, 32, 64, 64, 4)
+HAND_COMPILED = (SM80_TILE, SM80_64, DECODE_8, GemmConfig.gemv(16, 4), SM90_TILE,
                  GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong", "persistent"))
 
 
 @pytest.fixture
 def hand_compiled(monkeypatch):
+    """The hand build; of the sm80 tiles, 64 x 128 is also compiled for sm90-layout weights."""
     from mixgemm import config
 
-    monkeypatch.setattr(config, "_compiled", lambda bf16, bits: HAND_COMPILED)
+    monkeypatch.setattr(config, "_compiled", fake_compiled(HAND_COMPILED, sm90_layout_tiles=(SM80_64.tile,)))
 
 
 class TestLayouts:
@@ -883,11 +886,8 @@ class TestLayouts:
     # Which path reads which layout. An empty x makes gemm check its config without launching (or needing a
     # device), so the layout rule is reached on the CPU.
 
-    @pytest.mark.parametrize("config,weight,M", [(SM80_TILE, sm90_weight, 4),
-                                                 (SM80_TILE.with_split_k(4, "parallel"), sm90_weight, 4),
-                                                 (SM90_TILE, packed_weight, 64)])
-    def test_a_config_cannot_read_another_paths_layout(self, cpu_as_cuda, hand_compiled, config, weight, M):
-        w = weight()
+    def test_a_config_cannot_read_another_paths_layout(self, cpu_as_cuda, hand_compiled):
+        config, w, M = SM90_TILE, packed_weight(), 64
         reads = " and ".join(config.layouts)
         pattern = (rf"^gemm: config {config.name} \({config.path} path\) cannot read a weight in the '{w.layout}' "
                    rf"layout; its kernels read {reads} weights \(prepack\(\.\.\., layout=\.\.\.\) chooses the "
@@ -896,6 +896,18 @@ class TestLayouts:
             mixgemm.gemm(torch.zeros(0, K, dtype=F16), w, config=config)
         with pytest.raises(ValueError, match=pattern):
             ops.resolve_config(M, w, config)
+
+    @pytest.mark.parametrize("config", [SM80_TILE, SM80_TILE.with_split_k(4, "parallel")])
+    def test_an_sm80_tile_not_compiled_for_the_sm90_layout(self, cpu_as_cuda, hand_compiled, config):
+        # The sm80 path reads sm90-layout weights only with the tiles the build compiled for them.
+        pattern = (rf"^gemm: config {config.name} is not compiled for weights in the 'sm90' layout in this build; "
+                   rf"its sm80 configs for that layout: {SM80_64.name}$")
+        with pytest.raises(ValueError, match=pattern):
+            mixgemm.gemm(torch.zeros(0, K, dtype=F16), sm90_weight(), config=config)
+        with pytest.raises(ValueError, match=pattern):
+            ops.resolve_config(4, sm90_weight(), config)
+        assert ops.resolve_config(4, sm90_weight(), SM80_64.with_split_k(2, "serial")) == SM80_64.with_split_k(2, "serial")
+        assert tuple(mixgemm.gemm(torch.zeros(0, K, dtype=F16), sm90_weight(), config=SM80_64).shape) == (0, N)
 
     def test_the_decode_path_reads_both_layouts(self, cpu_as_cuda, hand_compiled):
         for w in (packed_weight(), sm90_weight()):

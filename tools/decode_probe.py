@@ -61,8 +61,7 @@ def main() -> None:
                     t = timing.time_fn([lambda w=w, c=cfg, x=x: mixgemm.gemm(x, w, None, c) for w in weights])
                     times[split] = t.median_us
                 best = min(times, key=times.get)
-                heuristic = tuning._gemv_config([config], M, N, K, sms, first.layout)
-                pick = heuristic.split_k if heuristic is not None else None
+                pick = tuning.gemv_split(config, N, K, sms).split_k
                 line = " ".join(f"{s}:{us:.1f}" for s, us in times.items())
                 print(f"{K}x{N} M={M} {config.name} floor {floor_us:.1f} best split {best} {times[best]:.1f} us "
                       f"({times[best] / floor_us:.2f}x) heuristic {pick} "

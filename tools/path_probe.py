@@ -5,7 +5,8 @@ For each shape and M, the kernel families named by ``--paths``:
   auto   ``config="auto"`` on both weight layouts;
   gemv   the decode path on both layouts (its heuristic split), M <= 16;
   sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only);
-  sm80   every compiled sm80 config on the sm80 layout, each with the heuristic's split for its tile, and
+  sm80   every compiled sm80 config on each layout it is compiled for, each with the heuristic's split for its
+         tile, and
          the cutlass2_fp16 peer (CUTLASS 2.x's dense fp16 mma.sync GEMM: this path's ceiling);
   dequant  the dequant path on both layouts, its expansion alone (``expand[layout]``), and vLLM's large-M
          plan on the AWQ checkpoint (our awq_dequantize, then cuBLAS: "dequantize + cuBLAS");
@@ -95,7 +96,7 @@ def main() -> None:
                 for layout in layouts:
                     configs = [c for c in mixgemm.compiled_configs(dtype, 4, path="gemv") if c.tile_m >= M]
                     for c in configs:
-                        cfg = tuning._gemv_config([c], M, N, K, 132, "sm90")  # its split rule, up to 16 rows
+                        cfg = tuning.gemv_split(c, N, K, 132)  # the decode path's split rule
                         run(f"{cfg.name}[{layout}]", (layout, True), cfg)
             for c in sm90_configs if "sm90" in args.paths else []:
                 if N % c.tile_n == 0:
@@ -103,9 +104,10 @@ def main() -> None:
                     if "scale" in mixgemm.config.sm90_modes(False, 4)[c.tile]:
                         run(c.name + "[scale]", ("sm90", False), c)
             if "sm80" in args.paths:
-                for c in mixgemm.compiled_configs(dtype, 4, path="sm80"):
-                    cfg = tuning.heuristic_config([c], M, N, K, 132)  # the split the heuristic gives this tile
-                    run(cfg.name, ("sm80", True), cfg)
+                for layout in layouts:
+                    for c in mixgemm.compiled_configs(dtype, 4, path="sm80", layout=layout):
+                        cfg = tuning.heuristic_config([c], M, N, K, 132)  # the split the heuristic gives this tile
+                        run(f"{cfg.name}[{layout}]", (layout, True), cfg)
                 try:
                     out = torch.empty(M, N, device="cuda", dtype=dtype)
                     row["cutlass2_fp16"] = timing.time_fn(

@@ -3,12 +3,13 @@
 
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
 tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split),
-the decode path and the dequant path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
+the sm80 path's tiles on sm90-layout weights, the decode path and the dequant path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
 need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on, and the
 stream-K ones also split K 2 ways.
 
-    python tools/sanitize_small.py [--only sm90|gemv]   # the sm90 kernels or the decode kernels alone (a
-                                                        # full build's sm80 set under racecheck takes minutes)
+    python tools/sanitize_small.py [--only sm90|gemv|sm80_on_sm90_layout]
+        # the sm90 kernels, the decode kernels or the sm80 tiles on sm90-layout weights alone (a full
+        # build's sm80 set under racecheck takes minutes)
 """
 
 from __future__ import annotations
@@ -82,9 +83,37 @@ def gemv_cases(x: torch.Tensor, failures: list) -> None:
                                         f"{packed.layout} layout): relative error {err:.2e}")
 
 
+def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
+    """The sm80 path's tiles compiled for sm90-layout weights (ldmatrix reads of the layout's blocks): int4 and
+    int8, fp16 and bf16, N = 320 (a partial 256-column tile), every split-K mode with an empty trailing split
+    (K = 384 is 6 k-tiles: split 4 runs 2, 2, 2, 0)."""
+    K, N, G = x.shape[1], 320, 128
+    for dtype in (torch.float16, torch.bfloat16):
+        xs = x.to(dtype)
+        c = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
+        w4 = formats.dequantize(formats.unpack_awq(c["qweight"]), c["scales"], formats.unpack_awq(c["qzeros"]),
+                                group_size=G)
+        weights = [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout="sm90"), w4)]
+        c = {k: (v.cuda() if v is not None else None)
+             for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype, symmetric=False).items()}
+        w8 = formats.dequantize(formats.unpack_gptq_qweight_int8(c["qweight"]), c["scales"],
+                                formats.unpack_gptq_zeros_int8(c["qzeros"]), group_size=G, bits=8)
+        weights.append((mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], format="gptq", bits=8,
+                                        layout="sm90"), w8))
+        for packed, w in weights:
+            ref = xs.double() @ w.double()
+            for config in mixgemm.compiled_configs(dtype, packed.bits, path="sm80", layout="sm90"):
+                for split in ((1, "none"), (4, "serial"), (4, "parallel")):
+                    cfg = config.with_split_k(*split)
+                    err = relative_error(mixgemm.gemm(xs, packed, config=cfg), ref)
+                    if not err < 2e-2:
+                        failures.append(f"{cfg.name} ({dtype}, int{packed.bits}, sm90 layout): relative error "
+                                        f"{err:.2e}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("sm90", "gemv"), help="run only these kernels")
+    parser.add_argument("--only", choices=("sm90", "gemv", "sm80_on_sm90_layout"), help="run only these kernels")
     only = parser.parse_args().only
     K, N, G, M = 384, 320, 128, 17
     ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
@@ -111,6 +140,9 @@ def main() -> int:
     if only == "gemv":
         gemv_cases(x, failures)
         return report(failures)
+    if only == "sm80_on_sm90_layout":
+        sm80_on_sm90_layout_cases(x, failures)
+        return report(failures)
     mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
     check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
@@ -119,6 +151,7 @@ def main() -> int:
             cfg = config.with_split_k(*split)
             check(cfg.name, mixgemm.gemm(x, packed, config=cfg), 3e-3)
     gemv_cases(x, failures)
+    sm80_on_sm90_layout_cases(x, failures)
     sm90_packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm90")
     # The dequant path's expansion kernel on both layouts (then cuBLAS).
     for weight in (packed, sm90_packed):

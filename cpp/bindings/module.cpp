@@ -132,6 +132,10 @@ struct PreparedLaunch {
   std::function<void(const Addresses&, cudaStream_t)> run;
 };
 
+mixgemm::gemm::WeightLayout layout_of(bool sm90_layout) {
+  return sm90_layout ? mixgemm::gemm::WeightLayout::kSm90 : mixgemm::gemm::WeightLayout::kSm80;
+}
+
 // The sizes every call of a shape shares, in the sm80 and decode paths' GemmArgs.
 mixgemm::gemm::GemmArgs shape_args(int M, int N, int K, int group_size, int split_k, mixgemm::gemm::SplitKMode mode,
                                    bool bf16, int bits, mixgemm::gemm::WeightLayout layout) {
@@ -150,7 +154,7 @@ mixgemm::gemm::GemmArgs decode_shape_args(int M, int N, int K, int group_size, i
                                           bool sm90_layout) {
   namespace g = mixgemm::gemm;
   return shape_args(M, N, K, group_size, split_k, split_k > 1 ? g::SplitKMode::kSerial : g::SplitKMode::kNone, bf16,
-                    bits, sm90_layout ? g::WeightLayout::kSm90 : g::WeightLayout::kSm80);
+                    bits, layout_of(sm90_layout));
 }
 
 // `shape` with one call's addresses filled in.
@@ -198,8 +202,7 @@ PYBIND11_MODULE(_C, m) {
       "dequantize_packed",
       [](std::uintptr_t packed, std::uintptr_t scales, std::uintptr_t offsets, std::uintptr_t out, int N, int K,
          int group_size, int bits, bool bf16, bool sm90_layout, std::uintptr_t stream) {
-        namespace g = mixgemm::gemm;
-        mixgemm::dequant::dequantize_packed(sm90_layout ? g::WeightLayout::kSm90 : g::WeightLayout::kSm80, bits,
+        mixgemm::dequant::dequantize_packed(layout_of(sm90_layout), bits,
                                             bf16, ptr<const int32_t>(packed), ptr<const void>(scales),
                                             ptr<const void>(offsets), ptr<void>(out), N, K, group_size,
                                             stream_of(stream));
@@ -240,14 +243,15 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "gemm_configs",
-      [](bool bf16, int bits) {
+      [](bool bf16, int bits, bool sm90_layout) {
         std::vector<ConfigTuple> out;
-        for (const auto& c : mixgemm::gemm::compiled_configs(act_of(bf16), bits))
+        for (const auto& c : mixgemm::gemm::compiled_configs(act_of(bf16), bits, layout_of(sm90_layout)))
           out.emplace_back(c.tile_m, c.tile_n, c.tile_k, c.warp_m, c.warp_n, c.warp_k, c.stages);
         return out;
       },
-      py::arg("bf16"), py::arg("bits") = 4,
-      "compiled tile configs as (tile_m, tile_n, tile_k, warp_m, warp_n, warp_k, stages)");
+      py::arg("bf16"), py::arg("bits") = 4, py::arg("sm90_layout") = false,
+      "compiled tile configs of the sm80 path as (tile_m, tile_n, tile_k, warp_m, warp_n, warp_k, stages), for "
+      "weights in the sm80 layout or, with sm90_layout, the sm90 one");
 
   m.def(
       "gemm_workspace_size",
@@ -263,17 +267,16 @@ PYBIND11_MODULE(_C, m) {
       [](const ConfigTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
          std::uintptr_t semaphores, int M, int N, int K, int group_size, int split_k, const std::string& mode,
-         bool bf16, std::uintptr_t stream, int bits) {
+         bool bf16, std::uintptr_t stream, int bits, bool sm90_layout) {
         const auto args = with_addresses(
-            shape_args(M, N, K, group_size, split_k, split_k_mode_of(mode), bf16, bits,
-                       mixgemm::gemm::WeightLayout::kSm80),
+            shape_args(M, N, K, group_size, split_k, split_k_mode_of(mode), bf16, bits, layout_of(sm90_layout)),
             {x, packed, scales, offsets, bias, out, workspace, semaphores});
         mixgemm::gemm::run_gemm(config_of(config), args, stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
       py::arg("out"), py::arg("workspace"), py::arg("semaphores"), py::arg("M"), py::arg("N"), py::arg("K"),
       py::arg("group_size"), py::arg("split_k"), py::arg("split_k_mode"), py::arg("bf16"), py::arg("stream"),
-      py::arg("bits") = 4);
+      py::arg("bits") = 4, py::arg("sm90_layout") = false);
   m.def(
       "gemv_configs",
       [](bool bf16, int bits) {
@@ -324,17 +327,18 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "prepare_gemm",
       [](const ConfigTuple& config, int M, int N, int K, int group_size, int split_k, const std::string& mode,
-         bool bf16, int bits) {
+         bool bf16, int bits, bool sm90_layout) {
         const auto tile = config_of(config);
         const auto shape = shape_args(M, N, K, group_size, split_k, split_k_mode_of(mode), bf16, bits,
-                                      mixgemm::gemm::WeightLayout::kSm80);
-        return PreparedLaunch{"sm80 " + tile.name() + " M=" + std::to_string(M),
+                                      layout_of(sm90_layout));
+        return PreparedLaunch{"sm80 " + tile.name() + (sm90_layout ? " sm90-layout" : "") + " M=" + std::to_string(M),
                               [tile, shape](const PreparedLaunch::Addresses& a, cudaStream_t stream) {
                                 mixgemm::gemm::run_gemm(tile, with_addresses(shape, a), stream);
                               }};
       },
       py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("split_k"),
-      py::arg("split_k_mode"), py::arg("bf16"), py::arg("bits") = 4, "gemm's launch for one call shape");
+      py::arg("split_k_mode"), py::arg("bf16"), py::arg("bits") = 4, py::arg("sm90_layout") = false,
+      "gemm's launch for one call shape");
 
   m.def(
       "prepare_gemv",

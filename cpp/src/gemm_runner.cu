@@ -13,31 +13,34 @@ struct RegistryEntry {
   TileConfig config;
   ActType act;
   int bits;  // weight width: 4 or 8
+  WeightLayout layout;
   LaunchFn launch;
 };
 
 }  // namespace
 }  // namespace mixgemm::gemm
 
-// kRegistry: every compiled (config, activation type) with its launcher; written by the generator.
+// kRegistry: every compiled (config, activation type, weight width, weight layout) with its launcher;
+// written by the generator.
 #include "gemm_registry.inc"
 
 namespace mixgemm::gemm {
 namespace {
 
-
-const RegistryEntry* find_entry(const TileConfig& config, ActType act, int bits) {
+const RegistryEntry* find_entry(const TileConfig& config, ActType act, int bits, WeightLayout layout) {
   for (const RegistryEntry& entry : kRegistry)
-    if (entry.config == config && entry.act == act && entry.bits == bits) return &entry;
+    if (entry.config == config && entry.act == act && entry.bits == bits && entry.layout == layout) return &entry;
   return nullptr;
 }
 
+const char* layout_name(WeightLayout layout) { return layout == WeightLayout::kSm90 ? "sm90" : "sm80"; }
+
 }  // namespace
 
-std::vector<TileConfig> compiled_configs(ActType act, int bits) {
+std::vector<TileConfig> compiled_configs(ActType act, int bits, WeightLayout layout) {
   std::vector<TileConfig> configs;
   for (const RegistryEntry& entry : kRegistry)
-    if (entry.act == act && entry.bits == bits) configs.push_back(entry.config);
+    if (entry.act == act && entry.bits == bits && entry.layout == layout) configs.push_back(entry.config);
   return configs;
 }
 
@@ -54,11 +57,19 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
   const auto fn = [](const std::string& rule) { return "gemm: " + rule; };
   require(args.bits == 4 || args.bits == 8,
           [&] { return fn("weight bits must be 4 or 8, got " + std::to_string(args.bits)); });
-  require(args.layout == WeightLayout::kSm80, [&] { return fn("the sm80 path reads only sm80-layout weights"); });
-  require(find_entry(config, args.act, args.bits) != nullptr,
-          [&] { return fn("config " + config.name() + " is not compiled into this build for this activation dtype"); });
+  require(args.layout == WeightLayout::kSm80 || args.layout == WeightLayout::kSm90,
+          [&] { return fn("unknown weight layout " + std::to_string(static_cast<int>(args.layout))); });
+  require(find_entry(config, args.act, args.bits, args.layout) != nullptr, [&] {
+    return fn("config " + config.name() + " is not compiled into this build for this activation dtype, weight "
+              "width and " + layout_name(args.layout) + " weight layout");
+  });
   require(args.M >= 1, [&] { return fn("M (rows of x) must be >= 1"); });
-  require(args.N >= 64 && args.N % 64 == 0, [&] { return fn("N must be a positive multiple of 64 (packed strip width)"); });
+  // The smallest unit of N each layout zero-fills past the edge (threadblock/packed_b_tile.cuh).
+  const int n_unit = args.layout == WeightLayout::kSm80 ? threadblock::kPackedStripN : threadblock::kBlockN;
+  require(args.N >= n_unit && args.N % n_unit == 0, [&] {
+    return fn("N must be a positive multiple of " + std::to_string(n_unit) + " (the " + layout_name(args.layout) +
+              " layout's " + (n_unit == threadblock::kBlockN ? "block" : "strip") + " width)");
+  });
   require(args.K >= threadblock::kTileK && args.K % threadblock::kTileK == 0,
           [&] { return fn("K must be a positive multiple of 64 (the main loop's k-tile)"); });
   require(args.group_size >= threadblock::kQuantK && args.group_size % threadblock::kQuantK == 0 &&
@@ -87,7 +98,7 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
 void run_gemm(const TileConfig& config, const GemmArgs& args, cudaStream_t stream) {
   can_implement(config, args);
   require_cuda_device();
-  find_entry(config, args.act, args.bits)->launch(args, stream);
+  find_entry(config, args.act, args.bits, args.layout)->launch(args, stream);
 }
 
 }  // namespace mixgemm::gemm

@@ -6,7 +6,9 @@ decode path, a batched GEMV for up to ``tile_m`` rows of x (M <= 16); ``"sm90"``
 wgmma/TMA GEMM (Hopper, any M); ``"dequant"``, the whole weight expanded to a dense fp16/bf16 temporary by
 our kernel, then one cuBLAS GEMM (any M; it wins only at large M, where cuBLAS outruns the mixed-input
 kernels by more than the expansion costs). Each path reads the weight layouts of :data:`LAYOUTS_OF_PATH`:
-a weight prepacked for one GPU serves its decode path, its GEMM path and the dequant path.
+a weight prepacked for one GPU serves its decode path, its GEMM paths and the dequant path. The sm80 path
+reads the sm90 layout with the tiles of small M only (the build's list: :func:`compiled_configs` with
+``layout="sm90"``), where Hopper's sm90 GEMM has the larger fixed cost.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ PATHS = ("sm80", "gemv", "sm90", "dequant")
 # The weight layouts (PackedWeight.layout) and which of them each path's kernels read
 # (cpp/include/mixgemm/gemv/weight_layouts.cuh).
 LAYOUTS = ("sm80", "sm90")
-LAYOUTS_OF_PATH = {"sm80": ("sm80",), "gemv": ("sm80", "sm90"), "sm90": ("sm90",), "dequant": ("sm80", "sm90")}
+LAYOUTS_OF_PATH = {"sm80": ("sm80", "sm90"), "gemv": ("sm80", "sm90"), "sm90": ("sm90",), "dequant": ("sm80", "sm90")}
 # sm90 kernels: "coop" (two consumer warpgroups split one weight tile) or "pingpong" (they alternate
 # whole tiles); tile scheduler "persistent" or "streamk" (tools/generate_kernels.py).
 SM90_SCHEDULES = ("coop", "pingpong")
@@ -134,7 +136,8 @@ class GemmConfig:
 
     @property
     def layouts(self) -> tuple[str, ...]:
-        """The weight layouts this config's kernels read."""
+        """The weight layouts this config's path reads (which of its tiles a build compiles for each layout:
+        :func:`compiled_configs`)."""
         return LAYOUTS_OF_PATH[self.path]
 
     @property
@@ -162,28 +165,34 @@ class GemmConfig:
         return base if self.split_k == 1 else f"{base}_k{self.split_k}{self.split_k_mode[0]}"
 
 
-def compiled_configs(dtype: torch.dtype = torch.float16, bits: int = 4, path: str | None = "sm80") -> list[GemmConfig]:
+def compiled_configs(dtype: torch.dtype = torch.float16, bits: int = 4, path: str | None = "sm80",
+                     layout: str | None = None) -> list[GemmConfig]:
     """Every config compiled into this build for activation ``dtype`` and ``bits``-bit weights, on
     ``path`` (``"sm80"`` by default, ``"gemv"``, ``"sm90"`` (empty in a build without sm_90a),
-    ``"dequant"``, or ``None`` for every path)."""
+    ``"dequant"``, or ``None`` for every path), and with ``layout`` (``"sm80"`` or ``"sm90"``) only those
+    compiled to read weights in that layout (``None``: any layout)."""
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"compiled_configs: dtype must be float16 or bfloat16, got {dtype}")
     if bits not in (4, 8):
         raise ValueError(f"compiled_configs: bits must be 4 or 8, got {bits!r}")
     if path is not None and path not in PATHS:
         raise ValueError(f"compiled_configs: path must be one of {PATHS} or None, got {path!r}")
-    return [c for c in _compiled(dtype == torch.bfloat16, bits) if path is None or c.path == path]
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"compiled_configs: layout must be one of {LAYOUTS} or None, got {layout!r}")
+    configs = _compiled(dtype == torch.bfloat16, bits, layout)
+    return [c for c in configs if path is None or c.path == path]
 
 
 @functools.cache
-def _compiled(bf16: bool, bits: int) -> tuple[GemmConfig, ...]:
+def _compiled(bf16: bool, bits: int, layout: str | None) -> tuple[GemmConfig, ...]:
     # The build's registries never change, and gemm() asks on every call: read them once per kind.
     from . import _C
 
-    sm80 = tuple(GemmConfig(*t) for t in _C.gemm_configs(bf16, bits))
+    # Any layout (None) lists the sm80 layout's sm80 tiles: the generator makes the sm90 layout's a subset.
+    sm80 = tuple(GemmConfig(*t) for t in _C.gemm_configs(bf16, bits, layout == "sm90"))
     gemv = tuple(GemmConfig.gemv(8 * m_tiles, warps) for m_tiles, warps in _C.gemv_configs(bf16, bits))
     # One config per sm90 schedule, whatever conversion modes were compiled for it.
-    sm90 = tuple(GemmConfig.sm90(*key) for key in sm90_modes(bf16, bits))
+    sm90 = tuple(GemmConfig.sm90(*key) for key in sm90_modes(bf16, bits)) if layout != "sm80" else ()
     # The dequant path's expansion kernel is compiled for every dtype, width and layout.
     return sm80 + gemv + sm90 + (GemmConfig.dequant(),)
 

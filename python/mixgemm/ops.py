@@ -247,7 +247,7 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4, layout: str
     from .config import compiled_configs
 
     every = compiled_configs(act_dtype, bits, path=None)
-    compiled = [c for c in every if layout in c.layouts]
+    compiled = compiled_configs(act_dtype, bits, path=None, layout=layout)
     if isinstance(config, str):
         if config != "auto":
             raise ValueError(f"gemm: config must be 'auto' or a GemmConfig, got {config!r}")
@@ -260,6 +260,10 @@ def _check_config_arg(config, act_dtype: torch.dtype, bits: int = 4, layout: str
         raise ValueError(f"gemm: config {config.name} ({config.path} path) cannot read a weight in the {layout!r} "
                          f"layout; its kernels read {' and '.join(config.layouts)} weights (prepack(..., "
                          f"layout=...) chooses the layout)")
+    elif (config.path, config.tile) not in {(c.path, c.tile) for c in compiled}:
+        names = ", ".join(c.name for c in compiled if c.path == config.path) or "none"
+        raise ValueError(f"gemm: config {config.name} is not compiled for weights in the {layout!r} layout in this "
+                         f"build; its {config.path} configs for that layout: {names}")
     return compiled
 
 
@@ -368,7 +372,8 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
         launch = ext.prepare_gemv(config.gemv_key, *sizes, config.split_k, bf16, state.bits, state.layout == "sm90")
         return _Plan(config, state.device, launch, 4 * floats, semaphores)
     floats, semaphores = ext.gemm_workspace_size(config.tile, M, state.n, config.split_k, config.split_k_mode)
-    launch = ext.prepare_gemm(config.tile, *sizes, config.split_k, config.split_k_mode, bf16, state.bits)
+    launch = ext.prepare_gemm(config.tile, *sizes, config.split_k, config.split_k_mode, bf16, state.bits,
+                              state.layout == "sm90")
     return _Plan(config, state.device, launch, 4 * floats, semaphores)
 
 

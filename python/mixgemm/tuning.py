@@ -60,24 +60,25 @@ _SPLIT_MODE = "parallel"
 # per warp suffice since the kernel prefetches its first batches into L2 before it may start (4096 x 4096
 # at split 8 took 6.7 us against 7.9 at split 4). The m16 kernel keeps four: at split 8 it took 15.2 us on
 # 4096 x 4096 at M = 16, against 13.2 at split 4 before that change. From M = 9 the sm80 path's 16-row
-# tiles were as fast or faster on the large shapes (the m16 decode kernel is compiled for the tuner to
-# try). The decode path reads both layouts at the same speed (within 2% at M = 1 and 8, BENCHMARKS.md).
+# tiles were faster on both layouts (on the sm90 layout 9.8 us against 12.1 at 4096 x 4096, M = 16; the m16
+# decode kernel is compiled for the tuner to try). The decode path reads both layouts at the same speed
+# (within 2% at M = 1 and 8, BENCHMARKS.md).
 _GEMV_MAX_M = 8
 _GEMV_BLOCKS_PER_SM = 4
 _GEMV_MIN_BATCHES_PER_WARP = {8: 2, 16: 4}  # by the kernel's rows
-# On the sm90 layout the decode path's m16 kernel competes with the sm90 GEMM's 16-token tile: it won on
-# 4096 x 4096 (12.9 us against 15.2) and lost from 8192 x 8192 up (31.6 against 27.2, 97 against 68 at
-# 8192 x 28672), so rows 9..16 take it only for weights up to this many elements.
-_GEMV_M16_MAX_WEIGHTS = 32 << 20
 
 
-def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int,
-                 layout: str = "sm80") -> GemmConfig | None:
+def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig | None:
+    """The decode path for M <= 8 rows: its kernel of the fewest rows and warps, split by :func:`gemv_split`."""
     candidates = [c for c in configs if c.path == "gemv" and c.tile_m >= M]
-    takes = M <= _GEMV_MAX_M or (layout == "sm90" and M <= 16 and K * N <= _GEMV_M16_MAX_WEIGHTS)
-    if not takes or not candidates:
+    if M > _GEMV_MAX_M or not candidates:
         return None
     config = min(candidates, key=lambda c: (c.tile_m, c.tile_k))  # fewest rows, then fewest warps
+    return gemv_split(config, N, K, sm_count)
+
+
+def gemv_split(config: GemmConfig, N: int, K: int, sm_count: int) -> GemmConfig:
+    """A decode config with the split-K the rule above gives it."""
     warps = config.tile_k // config.warp_k
     strips = N // config.tile_n
     batches = K // config.warp_k
@@ -182,6 +183,28 @@ def sm90_split(config: GemmConfig, M: int, N: int, K: int, sm_count: int = 132) 
     return config.with_split_k(split, "serial") if split >= 2 else config.with_split_k(1, "none")
 
 
+# On the sm90 layout the sm80 path's mma.sync tiles (compiled for it for small M, tools/generate_kernels.py)
+# take 9..16 rows, and up to 64 while the problem is small (M N K up to 1.5 Gi multiply-adds): there the
+# sm90 GEMM's fixed cost per launch (4-6 us of kernel floor, plus stream-K's workspace memset and fixups;
+# BENCHMARKS.md, "Small M on Hopper") outweighs its faster main loop. tools/path_probe.py on an H100 over
+# the DESIGN shapes (BENCHMARKS.md, "The sm80 path on the sm90 layout"):
+# * M = 16: the sm80 tiles won on all six, 1.2x-1.6x faster than the sm90 GEMM's best config and than the
+#   m16 decode kernel (9.8 against 12.1 us on 4096 x 4096).
+# * M = 32: they won on 4096 x 4096 (12.1 against 15.7 us for the sm90 rule's split config) and 11008 x 4096
+#   (20.2 / 23.1), tied on 4096 x 11008 (M N K = 1.34 Gi) and 8192 x 28672, and lost on 8192 x 8192
+#   (2 Gi: 28.1 / 26.2) and 28672 x 8192 (77.3 / 69.2).
+# * M = 64: they won on 4096 x 4096 only (1 Gi: 14.5 / 17.5), and lost from 4096 x 11008 up (29.7 / 23.9).
+_SM90_LAYOUT_SM80_ROWS = 16
+_SM90_LAYOUT_SM80_MAX_M = 64
+_SM90_LAYOUT_SM80_MAX_MNK = 3 << 29
+
+
+def _sm80_takes_sm90_layout(configs: list[GemmConfig], M: int, N: int, K: int) -> bool:
+    """Whether the sm80 path's tiles take M rows of an sm90-layout weight (the rule above)."""
+    small = M <= _SM90_LAYOUT_SM80_ROWS or (M <= _SM90_LAYOUT_SM80_MAX_M and M * N * K <= _SM90_LAYOUT_SM80_MAX_MNK)
+    return small and any(c.path == "sm80" for c in configs)
+
+
 def _dequant_wins(M: int, layout: str) -> bool:
     """Whether the dequant path (expand the weight, then cuBLAS) is expected to beat the layout's GEMM."""
     return M >= _DEQUANT_MIN_M[layout]
@@ -191,23 +214,31 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
                      layout: str = "sm80") -> GemmConfig:
     """A sane default for a weight in ``layout`` (``configs``: the compiled configs that read it): the decode
     path for a few rows of x; the dequant path for many rows of a large weight; else on the sm90 layout the
-    sm90 GEMM's tile by M bucket, then split-K where its tiles leave most SMs idle (:func:`sm90_split`); on
-    the sm80 layout a tile by M bucket, then split-K until the grid keeps the GPU busy."""
+    sm80 path's tiles for up to 16 rows, or 64 on a small problem, where compiled for it; else the sm90 GEMM's
+    tile by M bucket, then split-K where its tiles leave most SMs idle (:func:`sm90_split`); on the sm80
+    layout a tile by M bucket, then split-K until the grid keeps the GPU busy."""
     if not configs:
         raise RuntimeError("mixgemm: this build has no compiled GEMM configs for this dtype")
-    decode = _gemv_config(configs, M, N, K, sm_count, layout)
+    decode = _gemv_config(configs, M, N, K, sm_count)
     if decode is not None:
         return decode
     dequant = next((c for c in configs if c.path == "dequant"), None)
     if dequant is not None and _dequant_wins(M, layout):
         return dequant
     if layout == "sm90":
+        if _sm80_takes_sm90_layout(configs, M, N, K):
+            return _sm80_config(configs, M, N, K, sm_count)
         config = sm90_config(configs, M, N, sm_count)
         if config is None:
             if dequant is not None:  # no compiled weight tile divides N: the dequant path takes any N
                 return dequant
             raise RuntimeError(f"mixgemm: no compiled sm90 config tiles N = {N}")
         return sm90_split(config, M, N, K, sm_count)
+    return _sm80_config(configs, M, N, K, sm_count)
+
+
+def _sm80_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig:
+    """The sm80 path's choice: a tile by M bucket, then split-K until the grid keeps the GPU busy."""
     config = _pick_tile(configs, M)
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k

@@ -62,8 +62,9 @@ def test_sweep_small_shape(tmp_path):
     # layout it reads; decode (gemv) configs only where M = 16 fits their rows, with serial split-K only.
     layouts = cli.sweep_layouts("all", 1024, 1024, 128, torch.float16)
     assert {r["layout"] for r in swept} == set(layouts)
-    configs = [(layout, c) for layout in layouts for c in mixgemm.compiled_configs(torch.float16, path=None)
-               if layout in c.layouts and (c.path != "gemv" or c.tile_m >= 16)]
+    configs = [(layout, c) for layout in layouts
+               for c in mixgemm.compiled_configs(torch.float16, path=None, layout=layout)
+               if c.path != "gemv" or c.tile_m >= 16]
     assert len(swept) == sum(len(cli.split_settings(1024, c)) for _, c in configs)
     assert {(r["layout"], r["path"]) for r in swept} == {(layout, c.path) for layout, c in configs}
     # Every compiled config runs at every split setting of this K (split-K 16 = K / 64 included).

@@ -58,7 +58,9 @@ def test_auto_runs_every_m_on_the_own_layout(dtype):
         config = ops.resolve_config(M, packed, "auto")
         assert packed.layout in config.layouts, (M, config.name)
         paths.add(config.path)
-        if M > 16:
+        if 8 < M <= 16:  # both layouts: the sm80 path's 16-row tiles
+            assert config.path == "sm80", (M, config.name)
+        if M > 64:  # every M N K here is small enough for the sm80 tiles up to 64 rows on the sm90 layout
             assert config.path == _gemm_path(packed.layout), (M, config.name)
         x = random_activations(M, K, dtype)
         poison_allocator(M * N * 2)
@@ -66,7 +68,7 @@ def test_auto_runs_every_m_on_the_own_layout(dtype):
         torch.cuda.synchronize()
         assert torch.isfinite(out).all(), M
         assert relative_error(out, x.double() @ w + bias.double()) < MATH_TOL[dtype], (M, config.name)
-    assert paths == {"gemv", _gemm_path(packed.layout)}
+    assert paths == {"gemv", "sm80", _gemm_path(packed.layout)}
 
 
 @pytest.mark.parametrize("symmetric", [False, True], ids=["zeros", "symmetric"])

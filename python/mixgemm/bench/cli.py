@@ -498,8 +498,8 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     layouts = sweep_layouts(getattr(args, "layout", "auto"), K, N, G, dtype)
     # Every path's configs compete alike, each on the layout it reads; a decode (gemv) config only where M
     # fits its rows, an sm90 config only where its weight tile divides N.
-    variants = {layout: [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None) if layout in c.layouts
-                         and (c.path != "sm90" or N % c.tile_n == 0) for k, mode in split_settings(K, c)]
+    variants = {layout: [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None, layout=layout)
+                         if c.path != "sm90" or N % c.tile_n == 0 for k, mode in split_settings(K, c)]
                 for layout in layouts}
     fitting = {(layout, M): [v for v in variants[layout] if v.path != "gemv" or M <= v.tile_m]
                for layout in layouts for M in args.m}

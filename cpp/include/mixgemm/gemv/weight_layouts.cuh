@@ -83,6 +83,15 @@ __host__ __device__ constexpr RowForm row_form(convert::BiasedForm form, float s
 template <typename T>
 constexpr bool kIsHalf = std::is_same_v<T, __half>;
 
+// The scaled A fragment of one block from its words (a layout's fragment()): the B fragments the GEMM
+// converts (gemm/warp/mma_mixed_input.cuh; n8 tile h = row c + 8 h, registers {k lo, k hi}) in A order.
+template <typename T, int Bits, gemm::WeightLayout layout>
+__device__ __forceinline__ void scaled_a_fragment(const uint32_t* block_words, const RowQuant<T>& quant,
+                                                  uint32_t (&a)[4]) {
+  const gemm::warp::BFragPair f = gemm::warp::dequantize_block<T, Bits, layout>(block_words, quant);
+  a[0] = f.b[0][0], a[1] = f.b[1][0], a[2] = f.b[0][1], a[3] = f.b[1][1];
+}
+
 template <gemm::WeightLayout layout, int Bits>
 struct WeightLayoutOf;
 
@@ -119,12 +128,9 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm80, Bits> {
       for (int v = 0; v < kWordsPerSlab / 4; ++v) prefetch_l2(w + s * 32 * kWordsPerSlab + 4 * v);
   }
 
-  // The A fragment of block j from its words: the converted B fragments (n8 tile 0 = column c, tile 1 =
-  // c + 8; registers {k lo, k hi}) in A order.
   template <typename T>
   __device__ static void fragment(const uint32_t* block_words, const RowQuant<T>& quant, uint32_t (&a)[4]) {
-    const gemm::warp::BFragPair f = gemm::warp::dequantize_block<T, Bits>(block_words, quant);
-    a[0] = f.b[0][0], a[1] = f.b[1][0], a[2] = f.b[0][1], a[3] = f.b[1][1];
+    scaled_a_fragment<T, Bits, gemm::WeightLayout::kSm80>(block_words, quant, a);
   }
 
   // Biased A fragment (unsigned codes). Row c takes n8 tile 0's registers, row c + 8 tile 1's, and int4
@@ -194,26 +200,7 @@ struct WeightLayoutOf<gemm::WeightLayout::kSm90, Bits> {
 
   template <typename T>
   __device__ static void fragment(const uint32_t* block_words, const RowQuant<T>& quant, uint32_t (&a)[4]) {
-    using Pair = typename gemm::warp::ActTraits<T>::Pair;
-    uint32_t q[4];  // A registers before scaling: register p covers row h = p % 2 (c or c + 8)
-    if constexpr (Bits == 4) {
-      const convert::Pairs4 pairs = convert::int4x8_to<T, convert::Codes::kSigned>(block_words[0]);
-#pragma unroll
-      for (int p = 0; p < 4; ++p) q[p] = pairs.pair[p];
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const convert::Pairs2 pairs =
-            convert::int8x4_to<T, convert::Codes::kSigned, convert::BytePairs::kStrided>(block_words[r]);
-        q[2 * r] = pairs.pair[0];
-        q[2 * r + 1] = pairs.pair[1];
-      }
-    }
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q[p]), quant.scale[p % 2], quant.offset[p % 2]);
-      a[p] = *reinterpret_cast<const uint32_t*>(&w);
-    }
+    scaled_a_fragment<T, Bits, gemm::WeightLayout::kSm90>(block_words, quant, a);
   }
 
   // Biased A fragment (signed codes). Register p feeds row p % 2, so fp16 int4 keeps the one-shift

@@ -11,9 +11,9 @@
 
 namespace mixgemm::gemm {
 
-// Every compiled tile config for activation type `act` and `bits`-bit weights (the kernel set chosen at
-// build time).
-std::vector<TileConfig> compiled_configs(ActType act, int bits);
+// Every compiled tile config for activation type `act`, `bits`-bit weights and weights in `layout` (the
+// kernel set chosen at build time: the sm90 layout's is a subset, the tiles of small M).
+std::vector<TileConfig> compiled_configs(ActType act, int bits, WeightLayout layout = WeightLayout::kSm80);
 
 // Workspace a call needs: fp32 elements and int32 semaphores (serial split-K; they must be zero when
 // first used, and every call leaves them zero).

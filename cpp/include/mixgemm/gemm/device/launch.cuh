@@ -16,10 +16,11 @@ namespace mixgemm::gemm {
 
 using LaunchFn = void (*)(const GemmArgs&, cudaStream_t);
 
-template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int WarpM, int WarpN,
+          int Stages>
 void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
-  using Loop = threadblock::Mainloop<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
-  auto* kernel_fn = kernel::gemm_mixed_kernel<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
+  using Loop = threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>;
+  auto* kernel_fn = kernel::gemm_mixed_kernel<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>;
   // Above 48 KiB a kernel must opt in to its dynamic shared memory, once per kernel and device: a bit per
   // device remembers it, since the driver call on every launch cost host time (issue 9).
   static std::atomic<uint64_t> opted_in{0};

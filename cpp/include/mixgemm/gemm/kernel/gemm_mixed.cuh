@@ -46,11 +46,13 @@ __device__ __forceinline__ void store_release(int32_t* address, int value) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" : : "l"(address), "r"(value) : "memory");
 }
 
-template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages>
-__global__ void __launch_bounds__(threadblock::Mainloop<T, Bits, TileM, TileN, WarpM, WarpN, Stages>::kThreads,
-                                  threadblock::Mainloop<T, Bits, TileM, TileN, WarpM, WarpN, Stages>::kMinBlocksPerSM)
+template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int WarpM, int WarpN,
+          int Stages>
+__global__ void __launch_bounds__(
+    threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>::kThreads,
+    threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>::kMinBlocksPerSM)
     gemm_mixed_kernel(const KernelParams params) {
-  using Loop = threadblock::Mainloop<T, Bits, TileM, TileN, WarpM, WarpN, Stages>;
+  using Loop = threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>;
   using Traits = typename Loop::Traits;
   using Pair = typename Loop::Pair;
   extern __shared__ __align__(128) uint8_t smem[];

@@ -1,7 +1,8 @@
 // Threadblock level: the multistage cp.async main loop of the mixed-input GEMM.
 //
-// The stage layout and the copies that fill it are in tile_loader.cuh; this file holds the warps' side:
-// reading a slab's fragments from shared memory, converting and scaling B, and the mma.
+// The stage layout and the copies that fill it are in tile_loader.cuh (B's, per weight layout, in
+// packed_b_tile.cuh); this file holds the warps' side: reading a slab's fragments from shared memory,
+// converting and scaling B, and the mma.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +13,11 @@
 
 namespace mixgemm::gemm::threadblock {
 
-template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int WarpM, int WarpN, int Stages>
 struct Mainloop {
   static_assert(TileM % WarpM == 0 && TileN % WarpN == 0, "warp tiles must divide the threadblock tile");
   static_assert(WarpM % 16 == 0, "WarpM must be a multiple of the mma's 16 rows");
   static_assert(WarpN == 16 || WarpN == 32 || WarpN % 64 == 0, "WarpN: 16, 32 or a multiple of 64");
-  static_assert(TileN % kPackedStripN == 0, "TileN must be a multiple of the 64-column packed strip");
   static_assert(Stages >= 2 && Stages <= 5, "Stages in 2..5");
 
   static constexpr int kWarpsM = TileM / WarpM;
@@ -28,18 +28,15 @@ struct Mainloop {
   // (uncapped, 16 x 256 took 168 and fit only 3 per SM). Larger tiles keep the allocator free.
   static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : 1;
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
-  using Geometry = PackedGeometry<Bits>;
   using Layout = StageLayout<Bits, TileM, TileN>;
-  using Loader = TileLoader<T, Bits, TileM, TileN, kThreads>;
+  using Loader = TileLoader<T, Bits, kWeightLayout, TileM, TileN, kThreads>;
+  using BTile = typename Loader::BTile;
   using Problem = typename Loader::Problem;
-  static constexpr int kSlabBytes = Geometry::kSlabBytes;
-  static constexpr int kStripTileBytes = Geometry::kStripTileBytes;
-  static constexpr int kWords = WarpN / 16;       // 16 x 16 sub-blocks per lane per k16 slab
-  static constexpr int kWordsPerSubBlock = Geometry::kWordsPerSubBlock;
+  static constexpr int kWords = WarpN / kBlockN;  // 16 x 16 sub-blocks per lane per k16 slab
+  static constexpr int kWordsPerSubBlock = Bits / 4;
   static constexpr int kMmaN = WarpN / 8;         // n8 accumulator tiles per warp
   static constexpr int kStageBytes = Layout::kStageBytes;
   static constexpr int kSharedBytes = Stages * kStageBytes;
-  static constexpr int kSlabs = kTileK / kSlabK;         // k16 slabs per k-tile: 4
   static constexpr int kSlabsPerQuant = kQuantK / kSlabK;  // slabs sharing one row of scales: 2
 
   using Traits = warp::ActTraits<T>;
@@ -84,7 +81,7 @@ struct Mainloop {
       const int chunk = 2 * slab + lane / 16;
       warp::load_a_fragment(f.a[mi], stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes));
     }
-    load_b_words(stage_base + Layout::kABytes, slab, warp_n0(), lane, f.words);
+    BTile::template read_words<kWords>(stage_base + Layout::kABytes, slab, warp_n0() / kBlockN, lane, f.words);
   }
 
   // acc += A x dequant(B) for one slab whose B fragments are already converted.
@@ -140,38 +137,12 @@ struct Mainloop {
         warp::BFragPair b[kWords];
 #pragma unroll
         for (int w = 0; w < kWords; ++w)
-          b[w] = warp::dequantize_block<T, Bits>(&f.words[w * kWordsPerSubBlock], quant[w]);
+          b[w] = warp::dequantize_block<T, Bits, kWeightLayout>(&f.words[w * kWordsPerSubBlock], quant[w]);
         mma_slab(f.a, b, acc);
       }
       stage = stage + 1 == Stages ? 0 : stage + 1;
     }
     cutlass::arch::cp_async_wait<0>();
-  }
-
-  // This lane's packed words of the warp's columns for one k16 slab, with the widest shared loads the
-  // warp tile allows (16 B per lane per instruction when it spans whole 64-column strips: 512 contiguous
-  // bytes per warp, conflict-free).
-  __device__ static void load_b_words(const uint8_t* b_base, int slab, int warp_n0, int lane,
-                                      uint32_t (&words)[kWords * kWordsPerSubBlock]) {
-    constexpr int kTotal = kWords * kWordsPerSubBlock;
-    constexpr int kVector = kTotal < 4 ? kTotal : 4;
-    const int first_word = (warp_n0 / 16) * kWordsPerSubBlock;  // word index of the warp's first column
-#pragma unroll
-    for (int v = 0; v < kTotal / kVector; ++v) {
-      const int word = first_word + v * kVector;
-      const int strip = word / Geometry::kWordsPerLane, in_strip = word % Geometry::kWordsPerLane;
-      const uint8_t* src = b_base + strip * kStripTileBytes + slab * kSlabBytes +
-                           lane * Geometry::kWordsPerLane * 4 + in_strip * 4;
-      if constexpr (kVector == 4) {
-        const uint4 x = *reinterpret_cast<const uint4*>(src);
-        words[4 * v] = x.x, words[4 * v + 1] = x.y, words[4 * v + 2] = x.z, words[4 * v + 3] = x.w;
-      } else if constexpr (kVector == 2) {
-        const uint2 x = *reinterpret_cast<const uint2*>(src);
-        words[2 * v] = x.x, words[2 * v + 1] = x.y;
-      } else {
-        words[v] = *reinterpret_cast<const uint32_t*>(src);
-      }
-    }
   }
 };
 

@@ -4,8 +4,8 @@
 // Per stage, shared memory holds one k-tile (TileK = 64) of
 //   A      : TileM x 64 activations, 128 B per row, 16-byte chunks XOR-swizzled by (row % 8) so the eight
 //            row addresses of each ldmatrix phase fall in eight different bank groups;
-//   B      : TileN / 64 strips of the packed weights, 4 k16 slabs x 32 lanes x 16 B (int4) or 32 B (int8),
-//            stored exactly as in global memory (prepack already ordered them per lane);
+//   B      : TileN x 64 packed weights in the weight layout's order (packed_b_tile.cuh: contiguous runs
+//            of global memory, stored back to back; prepack already ordered the codes per lane);
 //   scales and offsets for each 32-row half of the k-tile (TileN values each): each half holds its own
 //   group's row, so group sizes down to 32 (two groups in one k-tile) and odd multiples of 32 (96: a
 //   group boundary inside a k-tile) work; for multiples of 64 both halves hold the same row.
@@ -21,44 +21,32 @@
 #include <cstdint>
 
 #include "cutlass/arch/memory_sm80.h"
+#include "mixgemm/gemm/gemm_args.h"
+#include "mixgemm/gemm/threadblock/packed_b_tile.cuh"
 
 namespace mixgemm::gemm::threadblock {
 
-constexpr int kChunkBytes = 16;   // one cp.async / ldmatrix row: 8 fp16 or bf16 values
-constexpr int kTileK = 64;        // K per main-loop step; the packed layout assumes it
 constexpr int kQuantK = 32;       // K rows sharing one row of scales/offsets in shared memory: the smallest group
-constexpr int kPackedStripN = 64; // columns per packed strip (prepack layout)
-constexpr int kSlabK = 16;        // K rows per mma / packed slab
 constexpr int kARowChunks = kTileK * 2 / kChunkBytes;  // 16-byte chunks per 64-wide row of A: 8
 
-// Packed weight geometry for `Bits`-bit weights (prepack layout): per 16(k) x 64(n) block, each of 32
-// lanes holds 4 sub-blocks x Bits / 4 words.
-template <int Bits>
-struct PackedGeometry {
-  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
-  static constexpr int kWordsPerSubBlock = Bits / 4;                // 16 x 16 block: 1 (int4) or 2 (int8)
-  static constexpr int kWordsPerLane = 4 * kWordsPerSubBlock;       // 64 columns per strip = 4 sub-blocks
-  static constexpr int kSlabBytes = 32 * kWordsPerLane * 4;         // 512 B (int4) or 1 KiB (int8)
-  static constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // one strip's k-tile
-};
-
-// Byte offsets inside one stage: [A][B strips][scales: kQuantRows rows][offsets: kQuantRows rows].
+// Byte offsets inside one stage: [A][B][scales: kQuantRows rows][offsets: kQuantRows rows].
+// Both weight layouts take the same bytes per k-tile, TileN x 64 codes.
 template <int Bits, int TileM, int TileN>
 struct StageLayout {
-  using Geometry = PackedGeometry<Bits>;
   static constexpr int kABytes = TileM * kTileK * 2;
-  static constexpr int kBBytes = (TileN / kPackedStripN) * Geometry::kStripTileBytes;
+  static constexpr int kBBytes = TileN * kTileK * Bits / 8;
   static constexpr int kQuantBytes = TileN * 2;        // one row of scales (or of offsets)
   static constexpr int kQuantRows = kTileK / kQuantK;  // per table: one row per 32-row half of the k-tile
   static constexpr int kQuantOffset = kABytes + kBBytes;
   static constexpr int kStageBytes = kQuantOffset + 2 * kQuantRows * kQuantBytes;
 };
 
-template <typename T, int Bits, int TileM, int TileN, int Threads>
+template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int Threads>
 class TileLoader {
  public:
   using Layout = StageLayout<Bits, TileM, TileN>;
-  using Geometry = PackedGeometry<Bits>;
+  using BTile = PackedBTile<kWeightLayout, Bits, TileN, Threads>;
+  static_assert(BTile::kBytes == Layout::kBBytes, "the B copies fill the stage's B bytes");
 
   // A: thread t copies chunk t % 8 of rows t / 8 + j * kARowStep. kARowStep is a multiple of 8, so
   // (row % 8), and with it the swizzle, is the same for all of a thread's rows.
@@ -67,19 +55,11 @@ class TileLoader {
   static_assert(Threads % 64 == 0, "the loader assumes whole pairs of warps (rows step by a multiple of 8)");
   static_assert(TileM * kARowChunks % Threads == 0, "A chunks must divide evenly among the threads");
 
-  // B: chunk i = t + j * Threads of the stage's strips is chunk i % kStripChunks of strip i / kStripChunks.
-  static constexpr int kStripChunks = Geometry::kStripTileBytes / kChunkBytes;  // 128 (int4) or 256 (int8)
-  static constexpr int kBChunks = (TileN / kPackedStripN) * kStripChunks;
-  static constexpr int kBPerThread = kBChunks / Threads;
-  static_assert(kBChunks % Threads == 0, "B chunks must divide evenly among the threads");
-  static_assert(kStripChunks % Threads == 0 || Threads % kStripChunks == 0,
-                "a thread's strips and in-strip chunks must step by constants");
-
   // Scales and offsets: 2 tables x kQuantRows rows x kQuantRowChunks chunks, at most one per thread.
   static constexpr int kQuantRowChunks = Layout::kQuantBytes / kChunkBytes;
   static constexpr int kQuantChunks = 2 * Layout::kQuantRows * kQuantRowChunks;
   static_assert(kQuantChunks <= Threads, "one scale/offset chunk per thread at most");
-  static_assert(kAPerThread <= 32 && kBPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
+  static_assert(kAPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
 
   struct Problem {
     const T* A;
@@ -91,7 +71,7 @@ class TileLoader {
   };
 
   // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... (load() takes them in that order).
-  __device__ TileLoader(const Problem& p, int kt_begin) {
+  __device__ TileLoader(const Problem& p, int kt_begin) : b_(p.B, p.N, p.K, p.n0, kt_begin) {
     const int t = threadIdx.x;
 
     // A. Rows past M are zero-filled; their source address stays at this thread's first (clamped) row.
@@ -102,18 +82,6 @@ class TileLoader {
 #pragma unroll
     for (int j = 0; j < kAPerThread; ++j) a_valid_ |= uint32_t{p.m0 + row0 + j * kARowStep < p.M} << j;
     a_dst_ = row0 * (kTileK * 2) + ((chunk ^ (row0 % 8)) * kChunkBytes);
-
-    // B. A strip past N / 64 is zero-filled from the start of B.
-    const int first_strip = p.n0 / kPackedStripN;
-    strip_step_ = (p.K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
-    const int strip = t / kStripChunks, within = t % kStripChunks;
-    b_src_ = reinterpret_cast<const uint4*>(p.B) + static_cast<int64_t>(first_strip + strip) * strip_step_ +
-             kt_begin * kStripChunks + within;
-    b_valid_ = 0;
-#pragma unroll
-    for (int j = 0; j < kBPerThread; ++j)
-      b_valid_ |= uint32_t{first_strip + strip + b_strip_delta(j) < p.N / kPackedStripN} << j;
-    b_first_ = reinterpret_cast<const uint4*>(p.B);
 
     // Scales/offsets: thread t < kQuantChunks copies chunk t % kQuantRowChunks of row t / kQuantRowChunks:
     // table (row / kQuantRows), half (row % kQuantRows). Its group advances as k-tiles go by (see load()).
@@ -142,13 +110,7 @@ class TileLoader {
       const T* src = valid ? a_src_ + j * a_row_step_ : a_src_;
       cp_async_zfill<kChunkBytes, CacheOperation::Global>(stage + a_dst_ + j * kARowStep * (kTileK * 2), src, valid);
     }
-#pragma unroll
-    for (int j = 0; j < kBPerThread; ++j) {
-      const bool valid = (b_valid_ >> j) & 1;
-      const uint4* src = valid ? b_src_ + b_strip_delta(j) * strip_step_ + b_within_delta(j) : b_first_;
-      cp_async_zfill<kChunkBytes, CacheOperation::Global>(
-          stage + Layout::kABytes + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
-    }
+    b_.load(stage + Layout::kABytes);
     if (threadIdx.x < kQuantChunks) {
       cp_async_zfill<kChunkBytes, CacheOperation::Global>(stage + q_dst_, q_src_, q_valid_);
       // The next k-tile's half is 2 rows of 32 further on: at most two group boundaries (group size 32).
@@ -162,26 +124,14 @@ class TileLoader {
       }
     }
     a_src_ += kTileK;
-    b_src_ += kStripChunks;
   }
 
  private:
-  // Strips and in-strip chunks from a thread's copy 0 to its copy j: constants (see the static_assert).
-  __device__ static constexpr int b_strip_delta(int j) {
-    return Threads % kStripChunks == 0 ? j * (Threads / kStripChunks) : (j * Threads) / kStripChunks;
-  }
-  __device__ static constexpr int b_within_delta(int j) {
-    return Threads % kStripChunks == 0 ? 0 : (j * Threads) % kStripChunks;
-  }
-
   const T* a_src_;
   int a_row_step_;
   uint32_t a_valid_;
   int a_dst_;
-  const uint4* b_src_;
-  const uint4* b_first_;
-  int strip_step_;
-  uint32_t b_valid_;
+  BTile b_;
   const T* q_src_ = nullptr;
   int q_rem_ = 0, k32_per_group_ = 1, q_N_ = 0, q_dst_ = 0;
   bool q_valid_ = false;

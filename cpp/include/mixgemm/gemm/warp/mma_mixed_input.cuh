@@ -6,11 +6,17 @@
 //                         {a4,a5} = row c,   k 2t+8..+9;  {a6,a7} = row c+8, same k.
 //   B (16x8, "col"):      {b0,b1} = k 2t..2t+1, column c;  {b2,b3} = k 2t+8..2t+9, column c.
 //   C (16x8):             {c0,c1} = row c, columns 2t..2t+1;  {c2,c3} = row c+8.
-// prepack stores, for each 16(k) x 16(n) block, the lane's B fragments of both n8 halves (columns c
-// and c+8) in Bits / 4 words:
-//   int4: one word, nibbles interleaved so that the converter's pair p is fragment register p:
-//         pairs 0,1 -> n8 tile 0 {b0b1, b2b3}; pairs 2,3 -> n8 tile 1;
-//   int8: two words, word t = n8 tile t with bytes {b0 b1 b2 b3}; the converter's pairs are {b0b1, b2b3}.
+// Both weight layouts store, for each 16(k) x 16(n) block, the 8 codes of both n8 halves (columns c and
+// c+8) a lane needs in Bits / 4 words; they differ in the order of the codes inside the words and in
+// their sign (gemm_args.h, WeightLayout):
+//   sm80 layout (prepack), unsigned codes, the lane's B fragments in register order:
+//     int4: one word, nibbles interleaved so that the converter's pair p is fragment register p:
+//           pairs 0,1 -> n8 tile 0 {b0b1, b2b3}; pairs 2,3 -> n8 tile 1;
+//     int8: two words, word t = n8 tile t with bytes {b0 b1 b2 b3}; the converter's pairs are {b0b1, b2b3}.
+//   sm90 layout (sm90_layout.py), signed codes, the lane's A fragment of W^T (row h of W^T = column
+//     c + 8 h of W, k half r): the B register r of n8 tile h is the A register p = 2 r + h;
+//     int4: one word, converter pair p = A register p;
+//     int8: two words, word r = k half r, whose strided byte pairs are rows h = 0, 1.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +29,7 @@
 #include "cutlass/array.h"
 #include "cutlass/gemm/gemm.h"
 #include "cutlass/numeric_types.h"
+#include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/convert/int4_to_float.cuh"
 #include "mixgemm/convert/int8_to_float.cuh"
 
@@ -64,32 +71,50 @@ struct BFragPair {
   uint32_t b[2][2];
 };
 
-// Converts one 16 x 16 block's packed words (Bits / 4 of them) and applies W = q * scale + offset (one
-// fma per pair: the zero point was folded into `offset` by prepack).
-template <typename T, int Bits>
+// Converts one 16 x 16 block's packed words (Bits / 4 of them, in `layout`) and applies W = q * scale +
+// offset (one fma per pair: prepack folded the zero point, and for signed codes the sign bias, into
+// `offset`).
+template <typename T, int Bits, WeightLayout layout = WeightLayout::kSm80>
 __device__ __forceinline__ BFragPair dequantize_block(const uint32_t* words, const ColumnQuant<T>& quant) {
   static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
   using Pair = typename ActTraits<T>::Pair;
-  uint32_t q[4];  // fragment registers in order: tile 0 {b0b1, b2b3}, tile 1 {b0b1, b2b3}
-  if constexpr (Bits == 4) {
-    const convert::Pairs4 pairs = convert::int4x8_to<T>(words[0]);
+  uint32_t q[2][2];  // unscaled B fragments: q[tile][reg], tile h = column c + 8 h, reg r = k half r
+  if constexpr (layout == WeightLayout::kSm80) {
+    if constexpr (Bits == 4) {
+      const convert::Pairs4 pairs = convert::int4x8_to<T>(words[0]);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) q[p] = pairs.pair[p];
+      for (int p = 0; p < 4; ++p) q[p / 2][p % 2] = pairs.pair[p];
+    } else {
+#pragma unroll
+      for (int tile = 0; tile < 2; ++tile) {
+        const convert::Pairs2 pairs = convert::uint8x4_to<T>(words[tile]);
+        q[tile][0] = pairs.pair[0];
+        q[tile][1] = pairs.pair[1];
+      }
+    }
   } else {
+    if constexpr (Bits == 4) {
+      const convert::Pairs4 pairs = convert::int4x8_to<T, convert::Codes::kSigned>(words[0]);
 #pragma unroll
-    for (int tile = 0; tile < 2; ++tile) {
-      const convert::Pairs2 pairs = convert::uint8x4_to<T>(words[tile]);
-      q[2 * tile] = pairs.pair[0];
-      q[2 * tile + 1] = pairs.pair[1];
+      for (int p = 0; p < 4; ++p) q[p % 2][p / 2] = pairs.pair[p];
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const convert::Pairs2 pairs =
+            convert::int8x4_to<T, convert::Codes::kSigned, convert::BytePairs::kStrided>(words[r]);
+        q[0][r] = pairs.pair[0];
+        q[1][r] = pairs.pair[1];
+      }
     }
   }
   BFragPair frag;
 #pragma unroll
-  for (int p = 0; p < 4; ++p) {
-    const int tile = p / 2;
-    const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q[p]), quant.scale[tile], quant.offset[tile]);
-    frag.b[tile][p % 2] = *reinterpret_cast<const uint32_t*>(&w);
-  }
+  for (int tile = 0; tile < 2; ++tile)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const Pair w = __hfma2(*reinterpret_cast<const Pair*>(&q[tile][r]), quant.scale[tile], quant.offset[tile]);
+      frag.b[tile][r] = *reinterpret_cast<const uint32_t*>(&w);
+    }
   return frag;
 }
 

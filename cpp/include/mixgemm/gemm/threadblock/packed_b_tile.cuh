@@ -1,0 +1,211 @@
+// Threadblock level: one k-tile (64 rows of K) x TileN columns of packed weights, per weight layout (gemm_args.h,
+// WeightLayout): the cp.async copies from global to shared memory, and the shared-memory reads that give a warp
+// its lane's words of one k16 slab.
+//
+// Both layouts hold the same bytes per k-tile (TileN x 64 codes) and are copied the same way: a k-tile is kRuns
+// contiguous runs of kRunChunks 16-byte chunks in global memory, runs `run_step` chunks apart, and shared memory
+// holds the runs back to back. What a run is:
+//   sm80 layout [N/64, K/16, 32, 4 Bits/4]: one 64-column strip's four slabs (2 KiB for int4); a strip past N is
+//        zero-filled. Per slab a lane's words of the strip's four 16 x 16 blocks are 16 adjacent bytes, so a warp
+//        reads them with one lds.128 (512 contiguous bytes, conflict-free).
+//   sm90 layout [K/16, N/16, 32, Bits/4]: one slab's TileN / 16 blocks (2 KiB at TileN = 256, int4); a block past N
+//        is zero-filled. A lane's word of a block is 4 bytes inside the block's 128 (int4), so four blocks would
+//        cost four lds.32; ldmatrix.x4 reads them in one instruction instead. Each of its four 8 x 16-byte
+//        matrices is one block, and lane 4 g + t receives bytes 4 t.. of row g, i.e. bytes 4 (4 g + t) = its own
+//        word: the sm80 layout's one 16-byte load per lane, and each 8-row phase reads 128 contiguous bytes. An
+//        int8 block is 256 bytes with 8 per lane (no ldmatrix row holds them at ldmatrix's 4-byte stride), read
+//        with one lds.64 per block, also conflict-free.
+#pragma once
+
+#include <cstdint>
+
+#include "cutlass/arch/memory_sm75.h"
+#include "cutlass/arch/memory_sm80.h"
+#include "cutlass/array.h"
+#include "cutlass/layout/matrix.h"
+#include "mixgemm/gemm/gemm_args.h"
+
+namespace mixgemm::gemm::threadblock {
+
+constexpr int kChunkBytes = 16;    // one cp.async / ldmatrix row: 8 fp16 or bf16 values
+constexpr int kTileK = 64;         // K per main-loop step; the packed layouts assume it
+constexpr int kPackedStripN = 64;  // columns per sm80-layout strip
+constexpr int kSlabK = 16;         // K rows per mma / packed slab
+constexpr int kBlockN = 16;        // columns per 16 x 16 block (both layouts group a lane's codes by block)
+constexpr int kSlabs = kTileK / kSlabK;  // slabs per k-tile: 4
+
+// sm80-layout geometry for `Bits`-bit weights: per 16(k) x 64(n) strip slab, each of 32 lanes holds 4 blocks x
+// Bits / 4 words.
+template <int Bits>
+struct PackedGeometry {
+  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
+  static constexpr int kWordsPerSubBlock = Bits / 4;                // 16 x 16 block: 1 (int4) or 2 (int8)
+  static constexpr int kWordsPerLane = 4 * kWordsPerSubBlock;       // 64 columns per strip = 4 sub-blocks
+  static constexpr int kSlabBytes = 32 * kWordsPerLane * 4;         // 512 B (int4) or 1 KiB (int8)
+  static constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // one strip's k-tile
+};
+
+// Thread t copies chunks t + j Threads (j = 0 .. kPerThread - 1) of the tile: run (i / kRunChunks), chunk
+// (i % kRunChunks) of it. The steps from a thread's copy 0 to its copy j are constants when the thread count
+// and the run length divide one another.
+template <int kRuns, int kRunChunks, int Threads>
+struct RunCopies {
+  static constexpr int kChunks = kRuns * kRunChunks;
+  static constexpr int kPerThread = kChunks / Threads;
+  static_assert(kChunks % Threads == 0, "B chunks must divide evenly among the threads");
+  static_assert(kRunChunks % Threads == 0 || Threads % kRunChunks == 0,
+                "a thread's runs and in-run chunks must step by constants");
+  static_assert(kPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
+  __device__ static constexpr int run_delta(int j) {
+    return Threads % kRunChunks == 0 ? j * (Threads / kRunChunks) : (j * Threads) / kRunChunks;
+  }
+  __device__ static constexpr int within_delta(int j) {
+    return Threads % kRunChunks == 0 ? 0 : (j * Threads) % kRunChunks;
+  }
+};
+
+template <WeightLayout layout, int Bits, int TileN, int Threads>
+class PackedBTile;
+
+// ---------------------------------------------------------------------------------------------------------
+template <int Bits, int TileN, int Threads>
+class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> {
+ public:
+  static_assert(TileN % kPackedStripN == 0, "sm80 layout: TileN must be a multiple of the 64-column strip");
+  using Geometry = PackedGeometry<Bits>;
+  static constexpr int kRunChunks = Geometry::kStripTileBytes / kChunkBytes;  // 128 (int4) or 256 (int8)
+  using Copies = RunCopies<TileN / kPackedStripN, kRunChunks, Threads>;
+  static constexpr int kBytes = Copies::kChunks * kChunkBytes;
+
+  // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... of the columns n0 .. n0 + TileN.
+  __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
+    const int first_strip = n0 / kPackedStripN;
+    run_step_ = (K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
+    const int strip = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
+    src_ = reinterpret_cast<const uint4*>(B) + static_cast<int64_t>(first_strip + strip) * run_step_ +
+           kt_begin * kRunChunks + within;
+    valid_ = 0;
+#pragma unroll
+    for (int j = 0; j < Copies::kPerThread; ++j)
+      valid_ |= uint32_t{first_strip + strip + Copies::run_delta(j) < N / kPackedStripN} << j;
+    first_ = reinterpret_cast<const uint4*>(B);
+  }
+
+  // Issues this thread's copies of the next k-tile into `stage_b`, then steps to the k-tile after.
+  __device__ void load(uint8_t* stage_b) {
+#pragma unroll
+    for (int j = 0; j < Copies::kPerThread; ++j) {
+      const bool valid = (valid_ >> j) & 1;
+      const uint4* src = valid ? src_ + Copies::run_delta(j) * run_step_ + Copies::within_delta(j) : first_;
+      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
+          stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
+    }
+    src_ += kRunChunks;  // the strip's next four slabs follow its current ones
+  }
+
+  // This lane's words of blocks first_block .. first_block + kBlocks - 1 (16 columns each) of slab `slab`, with
+  // the widest shared loads the blocks allow (16 bytes per lane for a whole strip).
+  template <int kBlocks>
+  __device__ static void read_words(const uint8_t* stage_b, int slab, int first_block, int lane,
+                                    uint32_t (&words)[kBlocks * Geometry::kWordsPerSubBlock]) {
+    constexpr int kTotal = kBlocks * Geometry::kWordsPerSubBlock;
+    constexpr int kVector = kTotal < 4 ? kTotal : 4;
+    const int first_word = first_block * Geometry::kWordsPerSubBlock;
+#pragma unroll
+    for (int v = 0; v < kTotal / kVector; ++v) {
+      const int word = first_word + v * kVector;
+      const int strip = word / Geometry::kWordsPerLane, in_strip = word % Geometry::kWordsPerLane;
+      const uint8_t* src = stage_b + strip * Geometry::kStripTileBytes + slab * Geometry::kSlabBytes +
+                           lane * Geometry::kWordsPerLane * 4 + in_strip * 4;
+      if constexpr (kVector == 4) {
+        const uint4 x = *reinterpret_cast<const uint4*>(src);
+        words[4 * v] = x.x, words[4 * v + 1] = x.y, words[4 * v + 2] = x.z, words[4 * v + 3] = x.w;
+      } else if constexpr (kVector == 2) {
+        const uint2 x = *reinterpret_cast<const uint2*>(src);
+        words[2 * v] = x.x, words[2 * v + 1] = x.y;
+      } else {
+        words[v] = *reinterpret_cast<const uint32_t*>(src);
+      }
+    }
+  }
+
+ private:
+  const uint4* src_;
+  const uint4* first_;
+  int64_t run_step_;
+  uint32_t valid_;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+template <int Bits, int TileN, int Threads>
+class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> {
+ public:
+  static_assert(TileN % kBlockN == 0, "sm90 layout: TileN must be a multiple of the 16-column block");
+  static constexpr int kWordsPerBlock = Bits / 4;                   // per lane
+  static constexpr int kBlockBytes = 32 * kWordsPerBlock * 4;       // 128 (int4) or 256 (int8)
+  static constexpr int kBlockChunks = kBlockBytes / kChunkBytes;    // 8 or 16
+  static constexpr int kTileBlocks = TileN / kBlockN;
+  static constexpr int kRunChunks = kTileBlocks * kBlockChunks;     // one slab of the tile's blocks
+  using Copies = RunCopies<kSlabs, kRunChunks, Threads>;
+  static constexpr int kBytes = Copies::kChunks * kChunkBytes;
+
+  __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
+    const int first_block = n0 / kBlockN;
+    run_step_ = static_cast<int64_t>(N / kBlockN) * kBlockChunks;  // chunks between slabs: a row of N's blocks
+    const int slab = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
+    src_ = reinterpret_cast<const uint4*>(B) + (static_cast<int64_t>(kt_begin) * kSlabs + slab) * run_step_ +
+           first_block * kBlockChunks + within;
+    valid_ = 0;
+#pragma unroll
+    for (int j = 0; j < Copies::kPerThread; ++j) {
+      const int block = (within + Copies::within_delta(j)) / kBlockChunks;
+      valid_ |= uint32_t{first_block + block < N / kBlockN} << j;
+    }
+    first_ = reinterpret_cast<const uint4*>(B);
+  }
+
+  __device__ void load(uint8_t* stage_b) {
+#pragma unroll
+    for (int j = 0; j < Copies::kPerThread; ++j) {
+      const bool valid = (valid_ >> j) & 1;
+      const uint4* src = valid ? src_ + Copies::run_delta(j) * run_step_ + Copies::within_delta(j) : first_;
+      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
+          stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
+    }
+    src_ += kSlabs * run_step_;  // the k-tile's four slab rows, then the next k-tile's
+  }
+
+  template <int kBlocks>
+  __device__ static void read_words(const uint8_t* stage_b, int slab, int first_block, int lane,
+                                    uint32_t (&words)[kBlocks * kWordsPerBlock]) {
+    const uint8_t* slab_b = stage_b + (slab * kTileBlocks + first_block) * kBlockBytes;
+    if constexpr (Bits == 4) {
+      // ldmatrix: lane 8 m + r addresses row r (16 bytes) of matrix m = block m of the group.
+      constexpr int kMatrices = kBlocks < 4 ? kBlocks : 4;
+      static_assert(kBlocks % kMatrices == 0, "warp tiles of 16, 32 or a multiple of 64 columns");
+      const int m = lane / 8 % kMatrices, row = lane % 8;
+#pragma unroll
+      for (int v = 0; v < kBlocks / kMatrices; ++v) {
+        cutlass::Array<unsigned, kMatrices> regs;
+        cutlass::arch::ldsm<cutlass::layout::RowMajor, kMatrices>(
+            regs, slab_b + (v * kMatrices + m) * kBlockBytes + row * kChunkBytes);
+#pragma unroll
+        for (int i = 0; i < kMatrices; ++i) words[v * kMatrices + i] = regs[i];
+      }
+    } else {
+#pragma unroll
+      for (int b = 0; b < kBlocks; ++b) {
+        const uint2 x = *reinterpret_cast<const uint2*>(slab_b + b * kBlockBytes + lane * 8);
+        words[2 * b] = x.x, words[2 * b + 1] = x.y;
+      }
+    }
+  }
+
+ private:
+  const uint4* src_;
+  const uint4* first_;
+  int64_t run_step_;
+  uint32_t valid_;
+};
+
+}  // namespace mixgemm::gemm::threadblock
