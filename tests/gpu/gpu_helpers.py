@@ -37,6 +37,25 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return (torch.linalg.vector_norm(out64 - ref64) / torch.linalg.vector_norm(ref64)).item()
 
 
+# Tolerances of the kernel-model and mathematical-weight references (check_model_and_math): the model (codes *
+# scale + offset rounded to the activation dtype, as a kernel converts them, times x in float64) differs from the
+# output only by fp32 accumulation and the output rounding; the mathematical weight (q - z) * s also by the
+# weight's rounding to fp16 / bf16.
+MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+def check_model_and_math(out, x, bias, model_w, math_w, dtype, what: str) -> None:
+    """`out` = x @ W (+ bias) against both references, finite everywhere (a poisoned element never written
+    stays NaN)."""
+    extra = bias.double() if bias is not None else 0.0
+    assert torch.isfinite(out).all(), f"{what}: non-finite output (an element was never written)"
+    err_model = relative_error(out, x.double() @ model_w + extra)
+    err_math = relative_error(out, x.double() @ math_w + extra)
+    assert err_model < MODEL_TOL[dtype], f"{what}: kernel-model error {err_model:.2e}"
+    assert err_math < MATH_TOL[dtype], f"{what}: math error {err_math:.2e}"
+
+
 def random_activations(M: int, K: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(M, K, dtype=torch.float32, device=DEVICE).to(dtype)
 

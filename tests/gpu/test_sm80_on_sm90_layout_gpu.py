@@ -5,7 +5,7 @@ reads its 16 x 16 blocks with ldmatrix), so ``auto`` can run them there. Every s
 layout runs here over M, dtypes, widths, zero points and split-K modes, on shapes whose N leaves the last tile
 partly outside the weight (N = 320 on 256-column tiles, 192 on 128-column ones).
 
-Tolerances as in test_sm90_gpu.py: the kernel model (signed codes * scale + offset in one fma, rounded once to
+Tolerances (gpu_helpers.MODEL_TOL, MATH_TOL): the kernel model (signed codes * scale + offset in one fma, rounded once to
 the activation dtype, times x in float64) within 1e-3 (fp16) / 8e-3 (bf16); the mathematical weight
 (q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first. The kernels are mma.sync and prepack
 to the sm90 layout runs on any GPU, so these tests run on any GPU of compute capability 8.0 or later.
@@ -18,12 +18,11 @@ import torch
 
 import mixgemm
 from mixgemm import _C, formats, ops, sm90_layout
-from gpu_helpers import DEVICE, poison_allocator, random_activations, relative_error
+from gpu_helpers import (DEVICE, MODEL_TOL, check_model_and_math, poison_allocator, random_activations,
+                         relative_error)
 
 pytestmark = pytest.mark.gpu
 
-MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
-MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
 DTYPES = [torch.float16, torch.bfloat16]
 M_VALUES = [1, 9, 16, 33, 64, 100]
 # (K, N, G): N = 320 and 192 end inside a tile; G = K (per-channel) in the last.
@@ -60,15 +59,6 @@ def _model_weight(packed, G, dtype):
     return (signed * s + o).to(dtype).double()
 
 
-def _check(out, x, bias, model_w, math_w, dtype, what):
-    extra = bias.double() if bias is not None else 0.0
-    assert torch.isfinite(out).all(), f"{what}: non-finite output (an element was never written)"
-    err_model = relative_error(out, x.double() @ model_w + extra)
-    err_math = relative_error(out, x.double() @ math_w + extra)
-    assert err_model < MODEL_TOL[dtype], f"{what}: kernel-model error {err_model:.2e}"
-    assert err_math < MATH_TOL[dtype], f"{what}: math error {err_math:.2e}"
-
-
 def _require_configs(dtype, bits):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
@@ -95,7 +85,7 @@ def test_every_sm90_layout_tile_against_float64(K, N, G, zeros, dtype, bits):
                 for b in (None, bias):
                     poison_allocator(M * N * 2)
                     out = mixgemm.gemm(x, packed, b, config=cfg)
-                    _check(out, x, b, model_w, math_w, dtype, f"{cfg.name} M={M} bias={b is not None}")
+                    check_model_and_math(out, x, b, model_w, math_w, dtype, f"{cfg.name} M={M} bias={b is not None}")
 
 
 def test_group_boundaries_inside_k_tiles():
@@ -108,7 +98,7 @@ def test_group_boundaries_inside_k_tiles():
         for mode in ("serial", "parallel"):
             cfg = config.with_split_k(5, mode)
             poison_allocator(40 * 256 * 2)
-            _check(mixgemm.gemm(x, packed, config=cfg), x, None, model_w, math_w, torch.float16, cfg.name)
+            check_model_and_math(mixgemm.gemm(x, packed, config=cfg), x, None, model_w, math_w, torch.float16, cfg.name)
 
 
 def test_n_in_16_column_blocks_through_the_raw_binding():
@@ -159,7 +149,7 @@ def test_auto_runs_the_sm80_path_for_small_m_and_under_a_cuda_graph():
     config = ops.resolve_config(32, packed, "auto")
     assert config.path == "sm80", config.name
     eager = mixgemm.gemm(x, packed)
-    _check(eager, x, None, model_w, math_w, torch.float16, f"auto ({config.name})")
+    check_model_and_math(eager, x, None, model_w, math_w, torch.float16, f"auto ({config.name})")
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

@@ -1,7 +1,7 @@
 """The sm90 path (wgmma + TMA, CUTLASS 3.x) against float64 references, over every compiled sm90 kernel.
 
-Skipped, with the reason, on GPUs other than sm_90 and on builds without 90a. Tolerances as in
-test_gemm_gpu.py: the kernel model (codes * scale + offset, rounded once to the activation dtype, times x
+Skipped, with the reason, on GPUs other than sm_90 and on builds without 90a. Tolerances (gpu_helpers.MODEL_TOL,
+MATH_TOL): the kernel model (codes * scale + offset, rounded once to the activation dtype, times x
 in float64; only fp32 accumulation and the output rounding differ) within 1e-3 (fp16) / 8e-3 (bf16), and
 the mathematical weight (q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first.
 """
@@ -14,12 +14,10 @@ import torch
 import mixgemm
 from mixgemm import formats, sm90, sm90_layout
 from mixgemm.config import GemmConfig
-from gpu_helpers import DEVICE, poison_allocator, random_activations, relative_error
+from gpu_helpers import DEVICE, check_model_and_math, poison_allocator, random_activations
 
 pytestmark = pytest.mark.gpu
 
-MODEL_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
-MATH_TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}
 M_VALUES = [1, 7, 64, 128, 300, 1024]
 # (K, N, G): G = K (per-channel) in the last; N = 384 is 3 x 128 (cooperative) and 6 x 64 (ping-pong).
 SHAPES = [(256, 128, 64), (512, 384, 128), (1024, 256, 128), (384, 256, 384)]
@@ -71,15 +69,6 @@ def _weight(K, N, G, dtype, bits, zeros):
     return packed, model_w, math_w
 
 
-def _check(out, x, bias, model_w, math_w, dtype, what):
-    extra = bias.double() if bias is not None else 0.0
-    assert torch.isfinite(out).all(), f"{what}: non-finite output (an element was never written)"
-    err_model = relative_error(out, x.double() @ model_w + extra)
-    err_math = relative_error(out, x.double() @ math_w + extra)
-    assert err_model < MODEL_TOL[dtype], f"{what}: kernel-model error {err_model:.2e}"
-    assert err_math < MATH_TOL[dtype], f"{what}: math error {err_math:.2e}"
-
-
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("zeros", [True, False], ids=["zeros", "scale_only"])
@@ -97,7 +86,7 @@ def test_every_kernel_against_float64(K, N, G, zeros, dtype, bits):
             for b in (None, bias):
                 poison_allocator(M * N * 2)
                 out = sm90.gemm_sm90(x, packed, b, config=config)
-                _check(out, x, b, model_w, math_w, dtype, f"{config.name} M={M} bias={b is not None}")
+                check_model_and_math(out, x, b, model_w, math_w, dtype, f"{config.name} M={M} bias={b is not None}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -107,7 +96,7 @@ def test_default_config_and_batched_input(dtype):
     x = random_activations(2 * 33, 512, dtype)
     out = sm90.gemm_sm90(x.reshape(2, 33, 512), packed)
     assert out.shape == (2, 33, 256)
-    _check(out.reshape(-1, 256), x, None, model_w, math_w, dtype, "default config")
+    check_model_and_math(out.reshape(-1, 256), x, None, model_w, math_w, dtype, "default config")
 
 
 def test_cuda_graph_capture():
@@ -125,7 +114,7 @@ def test_cuda_graph_capture():
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        _check(out, x, bias, model_w, math_w, dtype, f"graph {config.name}")
+        check_model_and_math(out, x, bias, model_w, math_w, dtype, f"graph {config.name}")
 
 
 def _stream_k_configs(dtype, bits):
@@ -154,7 +143,7 @@ def test_split_k_against_float64_and_repeatable_bit_for_bit(dtype, bits):
                 for b in (None, bias):
                     poison_allocator(M * N * 2)
                     out = sm90.gemm_sm90(x, packed, b, config=cfg)
-                    _check(out, x, b, model_w, math_w, dtype, f"{cfg.name} M={M} bias={b is not None}")
+                    check_model_and_math(out, x, b, model_w, math_w, dtype, f"{cfg.name} M={M} bias={b is not None}")
                     assert torch.equal(sm90.gemm_sm90(x, packed, b, config=cfg), out), f"{cfg.name} M={M}"
 
 
@@ -176,7 +165,7 @@ def test_split_k_under_cuda_graph_replay():
             out.fill_(float("nan"))
             graph.replay()
             torch.cuda.synchronize()
-            _check(out, x, bias, model_w, math_w, dtype, f"graph {cfg.name}")
+            check_model_and_math(out, x, bias, model_w, math_w, dtype, f"graph {cfg.name}")
 
 
 def test_split_k_errors():

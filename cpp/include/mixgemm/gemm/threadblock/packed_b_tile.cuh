@@ -45,23 +45,54 @@ struct PackedGeometry {
   static constexpr int kStripTileBytes = (kTileK / kSlabK) * kSlabBytes;  // one strip's k-tile
 };
 
-// Thread t copies chunks t + j Threads (j = 0 .. kPerThread - 1) of the tile: run (i / kRunChunks), chunk
-// (i % kRunChunks) of it. The steps from a thread's copy 0 to its copy j are constants when the thread count
-// and the run length divide one another.
+// The copies of one k-tile, as both layouts make them. Thread t copies chunks t + j Threads (j = 0 ..
+// kPerThread - 1) of the tile: run (i / kRunChunks), chunk (i % kRunChunks) of it. The steps from a thread's
+// copy 0 to its copy j are constants when the thread count and the run length divide one another. A layout
+// sets the thread's first source chunk, the chunks between runs, which copies lie inside the weight (the
+// others are zero-filled) and how far a k-tile moves the source.
 template <int kRuns, int kRunChunks, int Threads>
-struct RunCopies {
+class RunCopies {
+ public:
   static constexpr int kChunks = kRuns * kRunChunks;
   static constexpr int kPerThread = kChunks / Threads;
+  static constexpr int kBytes = kChunks * kChunkBytes;
   static_assert(kChunks % Threads == 0, "B chunks must divide evenly among the threads");
   static_assert(kRunChunks % Threads == 0 || Threads % kRunChunks == 0,
                 "a thread's runs and in-run chunks must step by constants");
   static_assert(kPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
+
+ protected:
   __device__ static constexpr int run_delta(int j) {
     return Threads % kRunChunks == 0 ? j * (Threads / kRunChunks) : (j * Threads) / kRunChunks;
   }
   __device__ static constexpr int within_delta(int j) {
     return Threads % kRunChunks == 0 ? 0 : (j * Threads) % kRunChunks;
   }
+
+  // Issues this thread's copies of the current k-tile into `stage_b` (the stage's B bytes).
+  __device__ void copy(uint8_t* stage_b) const {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const bool valid = (valid_ >> j) & 1;
+      const uint4* src = valid ? src_ + run_delta(j) * run_step_ + within_delta(j) : first_;
+      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
+          stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
+    }
+  }
+
+  const uint4* src_;    // this thread's copy 0 of the current k-tile
+  const uint4* first_;  // the weight's first chunk: the (unread) source of zero-filled copies
+  int64_t run_step_;    // chunks between runs
+  uint32_t valid_;      // bit j: copy j lies inside the weight
+};
+
+// sm90-layout geometry for `Bits`-bit weights: a 16 x 16 block holds Bits / 4 words per lane.
+template <int Bits>
+struct BlockGeometry {
+  static_assert(Bits == 4 || Bits == 8, "int4 or int8 weights");
+  static constexpr int kWordsPerBlock = Bits / 4;                 // per lane
+  static constexpr int kBlockBytes = 32 * kWordsPerBlock * 4;     // 128 (int4) or 256 (int8)
+  static constexpr int kBlockChunks = kBlockBytes / kChunkBytes;  // 8 or 16
 };
 
 template <WeightLayout layout, int Bits, int TileN, int Threads>
@@ -69,38 +100,32 @@ class PackedBTile;
 
 // ---------------------------------------------------------------------------------------------------------
 template <int Bits, int TileN, int Threads>
-class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> {
+class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads>
+    : public RunCopies<TileN / kPackedStripN, PackedGeometry<Bits>::kStripTileBytes / kChunkBytes, Threads> {
  public:
   static_assert(TileN % kPackedStripN == 0, "sm80 layout: TileN must be a multiple of the 64-column strip");
   using Geometry = PackedGeometry<Bits>;
   static constexpr int kRunChunks = Geometry::kStripTileBytes / kChunkBytes;  // 128 (int4) or 256 (int8)
   using Copies = RunCopies<TileN / kPackedStripN, kRunChunks, Threads>;
-  static constexpr int kBytes = Copies::kChunks * kChunkBytes;
 
   // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... of the columns n0 .. n0 + TileN.
   __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
     const int first_strip = n0 / kPackedStripN;
-    run_step_ = (K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
+    this->run_step_ = (K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
     const int strip = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
-    src_ = reinterpret_cast<const uint4*>(B) + static_cast<int64_t>(first_strip + strip) * run_step_ +
-           kt_begin * kRunChunks + within;
-    valid_ = 0;
+    this->src_ = reinterpret_cast<const uint4*>(B) + (first_strip + strip) * this->run_step_ +
+                 kt_begin * kRunChunks + within;
+    this->valid_ = 0;
 #pragma unroll
     for (int j = 0; j < Copies::kPerThread; ++j)
-      valid_ |= uint32_t{first_strip + strip + Copies::run_delta(j) < N / kPackedStripN} << j;
-    first_ = reinterpret_cast<const uint4*>(B);
+      this->valid_ |= uint32_t{first_strip + strip + Copies::run_delta(j) < N / kPackedStripN} << j;
+    this->first_ = reinterpret_cast<const uint4*>(B);
   }
 
   // Issues this thread's copies of the next k-tile into `stage_b`, then steps to the k-tile after.
   __device__ void load(uint8_t* stage_b) {
-#pragma unroll
-    for (int j = 0; j < Copies::kPerThread; ++j) {
-      const bool valid = (valid_ >> j) & 1;
-      const uint4* src = valid ? src_ + Copies::run_delta(j) * run_step_ + Copies::within_delta(j) : first_;
-      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
-          stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
-    }
-    src_ += kRunChunks;  // the strip's next four slabs follow its current ones
+    this->copy(stage_b);
+    this->src_ += kRunChunks;  // the strip's next four slabs follow its current ones
   }
 
   // This lane's words of blocks first_block .. first_block + kBlocks - 1 (16 columns each) of slab `slab`, with
@@ -129,50 +154,39 @@ class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> {
     }
   }
 
- private:
-  const uint4* src_;
-  const uint4* first_;
-  int64_t run_step_;
-  uint32_t valid_;
 };
 
 // ---------------------------------------------------------------------------------------------------------
 template <int Bits, int TileN, int Threads>
-class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> {
+class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads>
+    : public RunCopies<kSlabs, (TileN / kBlockN) * BlockGeometry<Bits>::kBlockChunks, Threads> {
  public:
   static_assert(TileN % kBlockN == 0, "sm90 layout: TileN must be a multiple of the 16-column block");
-  static constexpr int kWordsPerBlock = Bits / 4;                   // per lane
-  static constexpr int kBlockBytes = 32 * kWordsPerBlock * 4;       // 128 (int4) or 256 (int8)
-  static constexpr int kBlockChunks = kBlockBytes / kChunkBytes;    // 8 or 16
+  static constexpr int kWordsPerBlock = BlockGeometry<Bits>::kWordsPerBlock;
+  static constexpr int kBlockBytes = BlockGeometry<Bits>::kBlockBytes;
+  static constexpr int kBlockChunks = BlockGeometry<Bits>::kBlockChunks;
   static constexpr int kTileBlocks = TileN / kBlockN;
   static constexpr int kRunChunks = kTileBlocks * kBlockChunks;     // one slab of the tile's blocks
   using Copies = RunCopies<kSlabs, kRunChunks, Threads>;
-  static constexpr int kBytes = Copies::kChunks * kChunkBytes;
 
   __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
     const int first_block = n0 / kBlockN;
-    run_step_ = static_cast<int64_t>(N / kBlockN) * kBlockChunks;  // chunks between slabs: a row of N's blocks
+    this->run_step_ = static_cast<int64_t>(N / kBlockN) * kBlockChunks;  // chunks between slabs: N's blocks
     const int slab = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
-    src_ = reinterpret_cast<const uint4*>(B) + (static_cast<int64_t>(kt_begin) * kSlabs + slab) * run_step_ +
-           first_block * kBlockChunks + within;
-    valid_ = 0;
+    const int64_t first_row = static_cast<int64_t>(kt_begin) * kSlabs + slab;  // this thread's slab row
+    this->src_ = reinterpret_cast<const uint4*>(B) + first_row * this->run_step_ + first_block * kBlockChunks + within;
+    this->valid_ = 0;
 #pragma unroll
     for (int j = 0; j < Copies::kPerThread; ++j) {
       const int block = (within + Copies::within_delta(j)) / kBlockChunks;
-      valid_ |= uint32_t{first_block + block < N / kBlockN} << j;
+      this->valid_ |= uint32_t{first_block + block < N / kBlockN} << j;
     }
-    first_ = reinterpret_cast<const uint4*>(B);
+    this->first_ = reinterpret_cast<const uint4*>(B);
   }
 
   __device__ void load(uint8_t* stage_b) {
-#pragma unroll
-    for (int j = 0; j < Copies::kPerThread; ++j) {
-      const bool valid = (valid_ >> j) & 1;
-      const uint4* src = valid ? src_ + Copies::run_delta(j) * run_step_ + Copies::within_delta(j) : first_;
-      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
-          stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
-    }
-    src_ += kSlabs * run_step_;  // the k-tile's four slab rows, then the next k-tile's
+    this->copy(stage_b);
+    this->src_ += kSlabs * this->run_step_;  // the k-tile's four slab rows, then the next k-tile's
   }
 
   template <int kBlocks>
@@ -201,11 +215,6 @@ class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> {
     }
   }
 
- private:
-  const uint4* src_;
-  const uint4* first_;
-  int64_t run_step_;
-  uint32_t valid_;
 };
 
 }  // namespace mixgemm::gemm::threadblock
