@@ -92,7 +92,7 @@ for target in ${NCU:-}; do
   IFS=: read -r shape m regex layout config <<<"$target"
   sections=()
   for s in SpeedOfLight Occupancy MemoryWorkloadAnalysis ${NCU_SECTIONS:-}; do sections+=(--section "$s"); done
-  log="$OUT/ncu_${shape}_m${m}${config:+_$config}.log"
+  log="$OUT/ncu_${shape}_m${m}${layout:+_$layout}${config:+_$config}.log"
   ncu -k "regex:$regex" -s 2 -c 1 "${sections[@]}" python3 tools/ncu_targets.py --shape "$shape" --m "$m" \
     --layout "${layout:-auto}" --config "${config:-auto}" >"$log" 2>&1
   record "ncu $shape M=$m" $? "$(basename "$log")"
