@@ -39,7 +39,6 @@ using Gemm = cutlass::gemm::device::GemmUniversal<
     cutlass::epilogue::thread::LinearCombination<Half, kAlignment, float, float>,
     cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<8>, /*Stages=*/3, kAlignment, kAlignment>;
 
-
 // Throws std::runtime_error naming the CUTLASS step that failed and CUTLASS's description of the status.
 void check_status(cutlass::Status status, const char* step) {
   if (status != cutlass::Status::kSuccess)

@@ -36,7 +36,6 @@ const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int
   return nullptr;
 }
 
-
 int halves_for(int group_size) { return group_size % kBatchK == 0 ? 1 : 2; }
 
 }  // namespace

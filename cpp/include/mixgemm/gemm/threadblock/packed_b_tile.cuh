@@ -50,9 +50,11 @@ struct PackedGeometry {
 // copy 0 to its copy j are constants when the thread count and the run length divide one another. A layout
 // sets the thread's first source chunk, the chunks between runs, which copies lie inside the weight (the
 // others are zero-filled) and how far a k-tile moves the source.
-template <int kRuns, int kRunChunks, int Threads>
+template <int Runs, int RunChunks, int Threads>
 class RunCopies {
  public:
+  static constexpr int kRuns = Runs;
+  static constexpr int kRunChunks = RunChunks;
   static constexpr int kChunks = kRuns * kRunChunks;
   static constexpr int kPerThread = kChunks / Threads;
   static constexpr int kBytes = kChunks * kChunkBytes;
@@ -98,15 +100,21 @@ struct BlockGeometry {
 template <WeightLayout layout, int Bits, int TileN, int Threads>
 class PackedBTile;
 
+// Each layout's copies of a TileN-column k-tile: the sm80 layout's runs are the tile's 64-column strips (a
+// strip's k-tile, 128 or 256 chunks), the sm90 layout's its four slab rows (TileN / 16 blocks each).
+template <int Bits, int TileN, int Threads>
+using Sm80Copies = RunCopies<TileN / kPackedStripN, PackedGeometry<Bits>::kStripTileBytes / kChunkBytes, Threads>;
+template <int Bits, int TileN, int Threads>
+using Sm90Copies = RunCopies<kSlabs, (TileN / kBlockN) * BlockGeometry<Bits>::kBlockChunks, Threads>;
+
 // ---------------------------------------------------------------------------------------------------------
 template <int Bits, int TileN, int Threads>
-class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads>
-    : public RunCopies<TileN / kPackedStripN, PackedGeometry<Bits>::kStripTileBytes / kChunkBytes, Threads> {
+class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> : public Sm80Copies<Bits, TileN, Threads> {
  public:
   static_assert(TileN % kPackedStripN == 0, "sm80 layout: TileN must be a multiple of the 64-column strip");
   using Geometry = PackedGeometry<Bits>;
-  static constexpr int kRunChunks = Geometry::kStripTileBytes / kChunkBytes;  // 128 (int4) or 256 (int8)
-  using Copies = RunCopies<TileN / kPackedStripN, kRunChunks, Threads>;
+  using Copies = Sm80Copies<Bits, TileN, Threads>;
+  static constexpr int kRunChunks = Copies::kRunChunks;  // 128 (int4) or 256 (int8)
 
   // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... of the columns n0 .. n0 + TileN.
   __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
@@ -153,21 +161,19 @@ class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads>
       }
     }
   }
-
 };
 
 // ---------------------------------------------------------------------------------------------------------
 template <int Bits, int TileN, int Threads>
-class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads>
-    : public RunCopies<kSlabs, (TileN / kBlockN) * BlockGeometry<Bits>::kBlockChunks, Threads> {
+class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> : public Sm90Copies<Bits, TileN, Threads> {
  public:
   static_assert(TileN % kBlockN == 0, "sm90 layout: TileN must be a multiple of the 16-column block");
   static constexpr int kWordsPerBlock = BlockGeometry<Bits>::kWordsPerBlock;
   static constexpr int kBlockBytes = BlockGeometry<Bits>::kBlockBytes;
   static constexpr int kBlockChunks = BlockGeometry<Bits>::kBlockChunks;
   static constexpr int kTileBlocks = TileN / kBlockN;
-  static constexpr int kRunChunks = kTileBlocks * kBlockChunks;     // one slab of the tile's blocks
-  using Copies = RunCopies<kSlabs, kRunChunks, Threads>;
+  using Copies = Sm90Copies<Bits, TileN, Threads>;
+  static constexpr int kRunChunks = Copies::kRunChunks;  // one slab of the tile's blocks
 
   __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
     const int first_block = n0 / kBlockN;
@@ -214,7 +220,6 @@ class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads>
       }
     }
   }
-
 };
 
 }  // namespace mixgemm::gemm::threadblock
