@@ -2,10 +2,11 @@
 """A small run of every kernel, for compute-sanitizer (memcheck, racecheck) in tools/gpu_check.sh.
 
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
-tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing split),
-the sm80 path's tiles on sm90-layout weights, the decode path and the dequant path on both weight layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs
-need N % tile_n == 0; M = 17 leaves a partial token tile), with and without zero points, bias on, and the
-stream-K ones also split K 2 ways.
+tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing
+split), the sm80 path's tiles on sm90-layout weights, the decode path and the dequant path on both weight
+layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs need N % tile_n == 0;
+M = 17 leaves a partial token tile), with and without zero points, bias on, and the stream-K ones also
+split K 2 ways.
 
     python tools/sanitize_small.py [--only sm90|gemv|sm80_on_sm90_layout]
         # the sm90 kernels, the decode kernels or the sm80 tiles on sm90-layout weights alone (a full
@@ -50,6 +51,24 @@ def sm90_cases(x: torch.Tensor, failures: list) -> None:
                     failures.append(f"{cfg.name} zeros={zeros}: relative error {err:.2e}")
 
 
+def prepacked_weights(K: int, N: int, G: int, dtype: torch.dtype, bits: int, layouts) -> list:
+    """A random checkpoint (AWQ int4, or GPTQ int8 with zero points) prepacked to each of `layouts`, each with
+    the weight (q - z) * s its GEMMs must reproduce."""
+    if bits == 4:
+        c = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
+        w = formats.dequantize(formats.unpack_awq(c["qweight"]), c["scales"], formats.unpack_awq(c["qzeros"]),
+                               group_size=G)
+        keywords = {}
+    else:
+        c = {k: (v.cuda() if v is not None else None)
+             for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype, symmetric=False).items()}
+        w = formats.dequantize(formats.unpack_gptq_qweight_int8(c["qweight"]), c["scales"],
+                               formats.unpack_gptq_zeros_int8(c["qzeros"]), group_size=G, bits=8)
+        keywords = {"format": "gptq", "bits": 8}
+    return [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout=layout, **keywords), w)
+            for layout in layouts]
+
+
 def gemv_cases(x: torch.Tensor, failures: list) -> None:
     """The decode path on both weight layouts (the sm90 one is plain PyTorch to pack and mma.sync to run,
     so it needs no Hopper GPU): fp16 and bf16, int4 (G = 128, and G = 32 on the sm80 layout: two scale rows
@@ -59,18 +78,9 @@ def gemv_cases(x: torch.Tensor, failures: list) -> None:
     K, N = x.shape[1], 320
     for dtype in (torch.float16, torch.bfloat16):
         xs = x.to(dtype)
-        weights = []
-        for G, layouts in ((128, ("sm80", "sm90")), (32, ("sm80",))):
-            c = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
-            w = formats.dequantize(formats.unpack_awq(c["qweight"]), c["scales"], formats.unpack_awq(c["qzeros"]),
-                                   group_size=G)
-            weights += [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout=lay), w) for lay in layouts]
-        c = {k: (v.cuda() if v is not None else None)
-             for k, v in formats.random_gptq_int8_weight(K, N, 128, dtype=dtype, symmetric=False).items()}
-        w = formats.dequantize(formats.unpack_gptq_qweight_int8(c["qweight"]), c["scales"],
-                               formats.unpack_gptq_zeros_int8(c["qzeros"]), group_size=128, bits=8)
-        weights += [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], format="gptq", bits=8, layout=lay), w)
-                    for lay in ("sm80", "sm90")]
+        weights = (prepacked_weights(K, N, 128, dtype, 4, ("sm80", "sm90"))
+                   + prepacked_weights(K, N, 32, dtype, 4, ("sm80",))
+                   + prepacked_weights(K, N, 128, dtype, 8, ("sm80", "sm90")))
         for packed, w in weights:
             for config in mixgemm.compiled_configs(dtype, packed.bits, path="gemv"):
                 rows = slice(0, min(x.shape[0], config.tile_m))
@@ -90,16 +100,7 @@ def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
     K, N, G = x.shape[1], 320, 128
     for dtype in (torch.float16, torch.bfloat16):
         xs = x.to(dtype)
-        c = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
-        w4 = formats.dequantize(formats.unpack_awq(c["qweight"]), c["scales"], formats.unpack_awq(c["qzeros"]),
-                                group_size=G)
-        weights = [(mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], G, layout="sm90"), w4)]
-        c = {k: (v.cuda() if v is not None else None)
-             for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype, symmetric=False).items()}
-        w8 = formats.dequantize(formats.unpack_gptq_qweight_int8(c["qweight"]), c["scales"],
-                                formats.unpack_gptq_zeros_int8(c["qzeros"]), group_size=G, bits=8)
-        weights.append((mixgemm.prepack(c["qweight"], c["scales"], c["qzeros"], format="gptq", bits=8,
-                                        layout="sm90"), w8))
+        weights = prepacked_weights(K, N, G, dtype, 4, ("sm90",)) + prepacked_weights(K, N, G, dtype, 8, ("sm90",))
         for packed, w in weights:
             ref = xs.double() @ w.double()
             for config in mixgemm.compiled_configs(dtype, packed.bits, path="sm80", layout="sm90"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mixgemm import formats
+from mixgemm import formats, sm90_layout
 
 DEVICE = "cuda"
 
@@ -35,6 +35,31 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| / ||ref|| in float64; NaN anywhere gives NaN, which fails every `<` comparison."""
     out64, ref64 = out.to(torch.float64), ref.to(torch.float64)
     return (torch.linalg.vector_norm(out64 - ref64) / torch.linalg.vector_norm(ref64)).item()
+
+
+def random_int_checkpoint(K: int, N: int, G: int, dtype: torch.dtype, bits: int, zeros: bool):
+    """A fresh random checkpoint, AWQ for int4 and GPTQ (with zero points) for int8, on the GPU: prepack's
+    positional arguments (qweight, scales, qzeros or None for scale-only, G), the keywords its format needs,
+    and the mathematical weight (q - z) * s (z the symmetric code when `zeros` is False)."""
+    if bits == 4:
+        ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
+        q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
+        keywords = {}
+    else:
+        ckpt = {k: (v.to(DEVICE) if v is not None else None)
+                for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype).items()}
+        q, z = formats.unpack_gptq_qweight_int8(ckpt["qweight"]), formats.unpack_gptq_zeros_int8(ckpt["qzeros"])
+        keywords = {"format": "gptq", "bits": 8}
+    math_w = formats.dequantize(q, ckpt["scales"], z if zeros else None, group_size=G, bits=bits)
+    return (ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G), keywords, math_w
+
+
+def sm90_layout_terms(packed):
+    """An sm90-layout weight's signed codes, scales and offsets, one row per row of K, in float64: the terms
+    of each kernel's model of the weight."""
+    G = packed.group_size
+    signed = (sm90_layout.unpack_sm90(packed.packed, packed.bits) - (1 << (packed.bits - 1))).double()
+    return signed, packed.scales.double().repeat_interleave(G, 0), packed.offsets.double().repeat_interleave(G, 0)
 
 
 # Tolerances of the kernel-model and mathematical-weight references (check_model_and_math): the model (codes *

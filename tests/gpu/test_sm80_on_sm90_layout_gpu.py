@@ -5,9 +5,9 @@ reads its 16 x 16 blocks with ldmatrix), so ``auto`` can run them there. Every s
 layout runs here over M, dtypes, widths, zero points and split-K modes, on shapes whose N leaves the last tile
 partly outside the weight (N = 320 on 256-column tiles, 192 on 128-column ones).
 
-Tolerances (gpu_helpers.MODEL_TOL, MATH_TOL): the kernel model (signed codes * scale + offset in one fma, rounded once to
-the activation dtype, times x in float64) within 1e-3 (fp16) / 8e-3 (bf16); the mathematical weight
-(q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first. The kernels are mma.sync and prepack
+Tolerances (gpu_helpers.MODEL_TOL, MATH_TOL): the kernel model (signed codes * scale + offset in one fma,
+rounded once to the activation dtype, times x in float64) within 1e-3 (fp16) / 8e-3 (bf16); the
+mathematical weight (q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first. The kernels are mma.sync and prepack
 to the sm90 layout runs on any GPU, so these tests run on any GPU of compute capability 8.0 or later.
 """
 
@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import mixgemm
-from mixgemm import _C, formats, ops, sm90_layout
+from mixgemm import _C, ops, sm90_layout
 from gpu_helpers import (DEVICE, MODEL_TOL, check_model_and_math, poison_allocator, random_activations,
-                         relative_error)
+                         random_int_checkpoint, relative_error, sm90_layout_terms)
 
 pytestmark = pytest.mark.gpu
 
@@ -35,28 +35,12 @@ def _configs(dtype, bits):
 
 def _weight(K, N, G, dtype, bits, zeros):
     """A random checkpoint (AWQ int4, GPTQ int8) prepacked to the sm90 layout, and the two references."""
-    if bits == 4:
-        ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
-        q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
-        packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G,
-                                 layout="sm90")
-    else:
-        ckpt = {k: (v.to(DEVICE) if v is not None else None)
-                for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype).items()}
-        q, z = formats.unpack_gptq_qweight_int8(ckpt["qweight"]), formats.unpack_gptq_zeros_int8(ckpt["qzeros"])
-        packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G,
-                                 format="gptq", bits=8, layout="sm90")
+    args, keywords, math_w = random_int_checkpoint(K, N, G, dtype, bits, zeros)
+    packed = mixgemm.prepack(*args, **keywords, layout="sm90")
     assert packed.layout == "sm90"
-    math_w = formats.dequantize(q, ckpt["scales"], z if zeros else None, group_size=G, bits=bits)
-    return packed, _model_weight(packed, G, dtype), math_w
-
-
-def _model_weight(packed, G, dtype):
     # The warp level's one fma per pair: signed code * scale + offset, rounded once to the activation dtype.
-    signed = (sm90_layout.unpack_sm90(packed.packed, packed.bits) - (1 << (packed.bits - 1))).double()
-    s = packed.scales.double().repeat_interleave(G, 0)
-    o = packed.offsets.double().repeat_interleave(G, 0)
-    return (signed * s + o).to(dtype).double()
+    signed, s, o = sm90_layout_terms(packed)
+    return packed, (signed * s + o).to(dtype).double(), math_w
 
 
 def _require_configs(dtype, bits):

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import mixgemm
-from mixgemm import formats, sm90, sm90_layout
+from mixgemm import formats, sm90
 from mixgemm.config import GemmConfig
-from gpu_helpers import DEVICE, check_model_and_math, poison_allocator, random_activations
+from gpu_helpers import (DEVICE, check_model_and_math, poison_allocator, random_activations, random_int_checkpoint,
+                         sm90_layout_terms)
 
 pytestmark = pytest.mark.gpu
 
@@ -48,20 +49,9 @@ def _awq(K, N, G, dtype=torch.float16):
 
 def _weight(K, N, G, dtype, bits, zeros):
     """A random checkpoint (AWQ for int4, GPTQ for int8), its sm90 PackedWeight, and the two references."""
-    if bits == 4:
-        ckpt = {k: v.to(DEVICE) for k, v in formats.random_awq_weight(K, N, G, dtype=dtype).items()}
-        q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
-        packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G)
-    else:
-        ckpt = {k: (v.to(DEVICE) if v is not None else None)
-                for k, v in formats.random_gptq_int8_weight(K, N, G, dtype=dtype).items()}
-        q, z = formats.unpack_gptq_qweight_int8(ckpt["qweight"]), formats.unpack_gptq_zeros_int8(ckpt["qzeros"])
-        packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G,
-                                   format="gptq", bits=8)
-    math_w = formats.dequantize(q, ckpt["scales"], z if zeros else None, group_size=G, bits=bits)
-    signed = (sm90_layout.unpack_sm90(packed.packed, bits) - (1 << (bits - 1))).double()
-    s = packed.scales.double().repeat_interleave(G, 0)
-    o = packed.offsets.double().repeat_interleave(G, 0)
+    args, keywords, math_w = random_int_checkpoint(K, N, G, dtype, bits, zeros)
+    packed = sm90.prepack_sm90(*args, **keywords)
+    signed, s, o = sm90_layout_terms(packed)
     # The collective converts, multiplies by the scale and adds the offset in the activation dtype.
     model_w = (signed * s).to(dtype).double()
     if zeros:
