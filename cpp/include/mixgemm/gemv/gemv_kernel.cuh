@@ -41,6 +41,8 @@
 
 #include "cutlass/fast_math.h"
 
+#include "mixgemm/common/split_k_arrival.cuh"
+
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemm/threadblock/mainloop.cuh"
 #include "mixgemm/gemm/warp/mma_mixed_input.cuh"
@@ -300,22 +302,20 @@ __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
   }
 
   // Split-K: partial to the workspace (L2 stores: the summing block may run on another SM), then count
-  // arrivals on the strip's semaphore. The fence orders this block's partials before its arrival.
+  // arrivals on the strip's semaphore (common/split_k_arrival.cuh says why no fence is needed).
   float* partial = p.workspace + static_cast<int64_t>(split) * p.M * N;
   for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
     const int m = o / kStripN, col = o % kStripN;
     __stcg(partial + m * N + n0 + col, block_sum(m, col));
   }
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const int arrived = atomicAdd(p.semaphores + strip, 1);
+    const int arrived = arrive_and_count(p.semaphores + strip);
     is_last = arrived == p.split_k - 1;
     if (is_last) p.semaphores[strip] = 0;  // every split has arrived: reset for the next launch / replay
   }
   __syncthreads();
   if (!is_last) return;
-  __threadfence();
   for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
     const int m = o / kStripN, col = o % kStripN;
     float sum = 0.f;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "mixgemm/common/split_k_arrival.cuh"
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemm/threadblock/mainloop.cuh"
 
@@ -124,20 +125,18 @@ __global__ void __launch_bounds__(
   if (params.mode == SplitKMode::kParallel) return;  // splitk_reduce_kernel sums them
 
   // Serial: the last split to finish this tile sums the partials, in z order, and writes D. Arrivals
-  // are counted on the tile's semaphore: the fence makes this block's partials visible before its
-  // arrival is, and the counter returns to 0 so the next launch or graph replay starts clean.
+  // are counted on the tile's semaphore (common/split_k_arrival.cuh), and the counter returns to 0 so
+  // the next launch or graph replay starts clean.
   __shared__ int is_last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
     int32_t* semaphore = params.semaphores + blockIdx.y * gridDim.x + blockIdx.x;
-    const int arrived = atomicAdd(semaphore, 1);
+    const int arrived = arrive_and_count(semaphore);
     is_last = arrived == params.split_k - 1;
     if (is_last) *semaphore = 0;
   }
   __syncthreads();
   if (!is_last) return;
-  __threadfence();
   for_each_fragment([&](int row, int col, float v0, float v1) {
     float2 sum = make_float2(0.f, 0.f);
     for (int z = 0; z < params.split_k; ++z) {
