@@ -419,19 +419,19 @@ def test_gemv_sets_are_well_formed():
     assert set(gen.GEMV_MINIMAL) <= set(gen.GEMV_FULL)
     for m_tiles, warps in gen.GEMV_FULL:
         assert m_tiles in (1, 2) and warps >= 1  # the kernel takes up to 16 rows (two n8 mma tiles)
-    assert gen.GEMV_HALVES == (1, 2)  # one kernel per scale-rows-per-batch case, picked by group size
+    assert gen.GEMV_FOLD_K == (128, 64, 32)  # one kernel per fold (k rows per scale row), picked by group size
 
 
 def test_gemv_registry_lists_every_instance(tmp_path):
     gen.generate_gemv(gen.GEMV_MINIMAL, tmp_path)
     rows = [line for line in (tmp_path / "gemv_registry.inc").read_text().splitlines() if "&launch_gemv<" in line]
-    assert len(rows) == (len(gen.GEMV_MINIMAL) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_HALVES)
+    assert len(rows) == (len(gen.GEMV_MINIMAL) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_FOLD_K)
                          * len(gen.GEMV_LAYOUTS))
-    assert len(rows) == 2 * 2 * 2 * 2 * 2
+    assert len(rows) == 2 * 2 * 2 * 3 * 2
 
 
 GEMV_INSTANCE = re.compile(r"^template void launch_gemv<([^>]*)>\(const gemm::GemmArgs&, cudaStream_t\);$", re.M)
-GEMV_ROW = re.compile(r"\{\{(\d+), (\d+)\}, gemm::ActType::(kFloat16|kBFloat16), (4|8), (1|2), "
+GEMV_ROW = re.compile(r"\{\{(\d+), (\d+)\}, gemm::ActType::(kFloat16|kBFloat16), (4|8), (128|64|32), "
                       r"gemm::WeightLayout::(kSm80|kSm90), &launch_gemv<([^>]*)>\},")
 
 
@@ -447,21 +447,21 @@ def test_gemv_sources_one_per_config_and_layout(tmp_path, configs):
         layout = gen.GEMV_LAYOUTS[path.stem.rsplit("_", 1)[1]]
         text = path.read_text()
         assert '#include "mixgemm/gemv/launch_gemv.cuh"' in text
-        # Every instance of a file reads that file's layout: each dtype x width x scale-rows case once.
-        expected = sorted(f"{t}, {b}, {m_tiles // 8}, {warps}, {h}, gemm::WeightLayout::{layout}"
-                          for t in ("__half", "__nv_bfloat16") for b in (4, 8) for h in (1, 2))
+        # Every instance of a file reads that file's layout: each dtype x width x fold once.
+        expected = sorted(f"{t}, {b}, {m_tiles // 8}, {warps}, {f}, gemm::WeightLayout::{layout}"
+                          for t in ("__half", "__nv_bfloat16") for b in (4, 8) for f in (128, 64, 32))
         assert sorted(GEMV_INSTANCE.findall(text)) == expected
 
 
 def test_gemv_registry_rows_carry_their_layout(tmp_path):
     gen.generate_gemv(gen.GEMV_FULL, tmp_path)
     rows = GEMV_ROW.findall((tmp_path / "gemv_registry.inc").read_text())
-    keys = [(int(m), int(w), act, bits, halves, layout) for m, w, act, bits, halves, layout, _ in rows]
-    assert len(keys) == len(set(keys)) == len(gen.GEMV_FULL) * 2 * 2 * 2 * 2
+    keys = [(int(m), int(w), act, bits, fold_k, layout) for m, w, act, bits, fold_k, layout, _ in rows]
+    assert len(keys) == len(set(keys)) == len(gen.GEMV_FULL) * 2 * 2 * 3 * 2
     assert collections.Counter(k[-1] for k in keys) == {"kSm80": len(keys) // 2, "kSm90": len(keys) // 2}
-    for m, w, act, bits, halves, layout, launcher in rows:
+    for m, w, act, bits, fold_k, layout, launcher in rows:
         # Each row's launcher is the instance of its own key, layout included.
-        assert launcher == f"{CUDA_TYPE[act]}, {bits}, {m}, {w}, {halves}, gemm::WeightLayout::{layout}"
+        assert launcher == f"{CUDA_TYPE[act]}, {bits}, {m}, {w}, {fold_k}, gemm::WeightLayout::{layout}"
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ struct RegistryEntry {
   GemvConfig config;
   gemm::ActType act;
   int bits;
-  int halves;  // scale rows per 64-deep batch: 1 (group size % 64 == 0) or 2
+  int fold_k;  // k rows per fold of scale and offset (gemv_kernel.cuh): 128, 64 or 32
   gemm::WeightLayout layout;
   LaunchFn launch;
 };
@@ -22,21 +22,22 @@ struct RegistryEntry {
 }  // namespace
 }  // namespace mixgemm::gemv
 
-// kGemvRegistry: every compiled (config, activation type, bits, halves), written by the generator.
+// kGemvRegistry: every compiled (config, activation type, bits, fold, layout), written by the generator.
 #include "gemv_registry.inc"
 
 namespace mixgemm::gemv {
 namespace {
 
-const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int bits, int halves,
+const RegistryEntry* find_entry(const GemvConfig& config, gemm::ActType act, int bits, int fold_k,
                                 gemm::WeightLayout layout) {
   for (const RegistryEntry& e : kGemvRegistry)
-    if (e.config == config && e.act == act && e.bits == bits && e.halves == halves && e.layout == layout)
+    if (e.config == config && e.act == act && e.bits == bits && e.fold_k == fold_k && e.layout == layout)
       return &e;
   return nullptr;
 }
 
-int halves_for(int group_size) { return group_size % kBatchK == 0 ? 1 : 2; }
+// The largest fold the group size allows (group sizes are multiples of 32).
+int fold_k_for(int group_size) { return group_size % 128 == 0 ? 128 : group_size % 64 == 0 ? 64 : 32; }
 
 }  // namespace
 
@@ -74,7 +75,7 @@ void can_implement(const GemvConfig& config, const gemm::GemmArgs& args) {
           [&] { return fn("K must be a positive multiple of 64 (the k-batch)"); });
   require(args.group_size >= kHalfK && args.group_size % kHalfK == 0 && args.K % args.group_size == 0,
           [&] { return fn("group_size must be a multiple of 32 that divides K"); });
-  require(find_entry(config, args.act, args.bits, halves_for(args.group_size), args.layout) != nullptr, [&] {
+  require(find_entry(config, args.act, args.bits, fold_k_for(args.group_size), args.layout) != nullptr, [&] {
     return fn("config " + config.name() + " is not compiled into this build for this dtype, weight width and "
               "weight layout");
   });
@@ -97,7 +98,7 @@ void can_implement(const GemvConfig& config, const gemm::GemmArgs& args) {
 void run_gemv(const GemvConfig& config, const gemm::GemmArgs& args, cudaStream_t stream) {
   can_implement(config, args);
   require_cuda_device();
-  find_entry(config, args.act, args.bits, halves_for(args.group_size), args.layout)->launch(args, stream);
+  find_entry(config, args.act, args.bits, fold_k_for(args.group_size), args.layout)->launch(args, stream);
 }
 
 }  // namespace mixgemm::gemv

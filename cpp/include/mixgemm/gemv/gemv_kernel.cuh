@@ -25,11 +25,12 @@
 // starts in L2 while the previous kernel on the stream finishes.
 //
 // Work split. Grid x = 64-column strips of N, grid y = K splits. A block of kWarps warps covers one strip
-// and its split's run of 64-deep k-batches; warp w takes batches w, w + kWarps, ..., so at every step the
-// block reads one contiguous run of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in
-// registers (the next one is loaded while the current one is converted and multiplied): with 4 warps
-// and 4 blocks per SM that is 16 warps x 2 KiB = 32 KiB in flight per SM, ~4 MiB over 132 SMs, above the
-// ~3 MB that Little's law asks of HBM3 (3 TB/s x ~1 us).
+// and its split's run of 64-deep k-batches; warp w takes batches w, w + kWarps, ... (or, where a scale
+// row spans two batches, the pairs 2w, 2w + 1, then 2w + 2 kWarps, ...), so the block reads contiguous
+// runs of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in registers (the next one is
+// loaded while the current one is converted and multiplied): with 4 warps and 4 blocks per SM that is 16
+// warps x 2 KiB = 32 KiB in flight per SM, ~4 MiB over 132 SMs, above the ~3 MB that Little's law asks of
+// HBM3 (3 TB/s x ~1 us).
 //
 // Reduction, deterministic at every level: mma accumulates in fp32 over a warp's batches; the block's
 // warps are summed in warp order through shared memory; with split_k > 1 every split writes its fp32
@@ -71,12 +72,16 @@ struct GemvParams {
   cutlass::FastDivmod halves_per_group;  // group_size / 32: a multiply and a shift instead of a division
 };
 
-// kHalves: 1 when the group size is a multiple of 64 (one scale row per batch), 2 otherwise (each 32-row
-// half of a batch has its own scale row; group sizes are multiples of 32). kLayout: where the weight's
-// words are and what they hold (weight_layouts.cuh). (An L2::256B prefetch hint on the weight loads was
+// kFoldK: the k rows one fold of scale and offset covers (compute()), the largest of 128, 64 and 32 that
+// divides the group size (group sizes are multiples of 32). 32: each 32-row half of a batch has its own
+// scale row; 64: one per batch; 128: one per two batches, which the same warp takes in turn and folds
+// once (kernel loop). kLayout: where the weight's words are and what they hold (weight_layouts.cuh). (An L2::256B prefetch hint on the weight loads was
 // tried and showed no gain on the H100; see BENCHMARKS.md.)
-template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
+template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, gemm::WeightLayout kLayout>
 struct Gemv {
+  static_assert(kFoldK == 32 || kFoldK == 64 || kFoldK == 128, "a fold covers 32, 64 or 128 k rows");
+  static constexpr int kHalves = kFoldK == 32 ? 2 : 1;             // scale rows per batch
+  static constexpr int kBatchesPerRow = kFoldK == 128 ? 2 : 1;     // batches per scale row
   using Layout = WeightLayoutOf<kLayout, Bits>;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWordsPerSlab = Layout::kWordsPerSlab;      // per lane: 4 (int4) or 8 (int8)
@@ -97,7 +102,14 @@ struct Gemv {
     T offset[kHalves][kSubBlocks][2];
   };
 
-  __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane) {
+  // The mma sums of one scale row (compute()), carried from a row's first batch to its second when
+  // kBatchesPerRow is 2.
+  struct RowSums {
+    float raw[kSubBlocks][kMTiles][4];  // D = x . A, per block
+    float xsum[kMTiles][4];             // X = sum(x)
+  };
+
+  __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane, bool with_quant) {
     const int t = lane % 4, c = lane / 4;
     const int slab0 = batch * kSlabsPerBatch;
     Layout::load(b.words, p.B, p.N, p.K, strip, slab0, lane);
@@ -121,7 +133,7 @@ struct Gemv {
     const T* scales = static_cast<const T*>(p.scales);
     const T* offsets = static_cast<const T*>(p.offsets);
 #pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
+    for (int h = 0; h < kHalves && with_quant; ++h) {
       const int group = p.halves_per_group.div(2 * batch + h);  // (batch * 64 + h * 32) / group_size
       const int64_t row = static_cast<int64_t>(group) * p.N + strip * kStripN + c;
 #pragma unroll
@@ -143,28 +155,39 @@ struct Gemv {
   //     x . W = (s / factor) D + (o - s beta) X,   D = x . A,
   // two fp32 fmas per accumulator and scale row. Per 16 x 16 block and slab this leaves one shift, four
   // lop3 and the mma (fp16 int4), where applying scale and offset to the weights took eight more f16x2
-  // instructions: the loop issues about a fifth fewer instructions per weight byte (552 against 697 SASS
+  // instructions: the loop issued about a fifth fewer instructions per weight byte (552 against 697 SASS
   // instructions per two batches, fp16 int4, sm90 layout), and it is issue bound (BENCHMARKS.md).
   // X comes from the tensor core too: an mma of an all-ones A fragment against x^T gives every row of D^T
   // the sum of x over the slab's 16 k, in the accumulator layout the fold needs.
   // Precision: D carries magic * X (up to 1032 X), which the fold cancels in fp32; the rounding left is
   // about 2^-24 * 1032 = 6e-5 of |s X| per scale row, against the 2^-11 = 4.9e-4 relative resolution of
   // an fp16 result (the GPU tests hold fp16 outputs to 1e-3 of float64 references).
-  __device__ static void compute(const Batch& b, float (&acc)[kMTiles][kSubBlocks][4]) {
+  //
+  // Where a scale row spans two batches (kFoldK 128), the row's first batch only adds to D and X in
+  // `carried`, and its second folds them and clears them (ends_row): the fold, and the scale and offset
+  // loads before it, happen once per 128 k: the loop issues 455 SASS instructions per two batches where
+  // the per-batch fold issues 559 (fp16 int4, M <= 8, sm90 layout; 565 before this change), which took
+  // 2-6% off every DESIGN shape at M = 1 (8192 x 28672: 45.5 against 47.7 us; BENCHMARKS.md).
+  __device__ static void compute(const Batch& b, bool ends_row, RowSums& carried,
+                                 float (&acc)[kMTiles][kSubBlocks][4]) {
+    // One row per batch or half-batch: nothing carries, and sums the compiler knows start at zero keep the
+    // code of a per-batch fold.
+    RowSums local = {};
+    RowSums& sums = kBatchesPerRow == 1 ? local : carried;
     constexpr int kSlabsPerRow = kSlabsPerBatch / kHalves;  // slabs under one scale row
     constexpr uint32_t kOnes = kIsHalf<T> ? 0x3C003C00u : 0x3F803F80u;  // (1.0, 1.0) in T
     const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       // xsum[mt][r]: sum of x over this scale row's k for row m = 8 mt + 2 t + (r & 1) (regs 2, 3 repeat 0, 1)
-      float xsum[kMTiles][4] = {};
+      float (&xsum)[kMTiles][4] = sums.xsum;
 #pragma unroll
       for (int s = h * kSlabsPerRow; s < (h + 1) * kSlabsPerRow; ++s)
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(xsum[mt], ones, b.x[s][mt]);
 #pragma unroll
       for (int j = 0; j < kSubBlocks; ++j) {
-        float raw[kMTiles][4] = {};
+        float (&raw)[kMTiles][4] = sums.raw[j];
 #pragma unroll
         for (int s = h * kSlabsPerRow; s < (h + 1) * kSlabsPerRow; ++s) {
           uint32_t a[4];
@@ -172,6 +195,7 @@ struct Gemv {
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) gemm::warp::mma_16x8x16<T>(raw[mt], a, b.x[s][mt]);
         }
+        if (!ends_row) continue;
 #pragma unroll
         for (int row = 0; row < 2; ++row) {  // accumulator regs 2 row, 2 row + 1: column 16 j + c + 8 row
           const RowForm form = Layout::template biased_row<T>(row);
@@ -184,6 +208,16 @@ struct Gemv {
             for (int r = 2 * row; r < 2 * row + 2; ++r)
               acc[mt][j][r] = fmaf(s, raw[mt][r], fmaf(o, xsum[mt][r & 1], acc[mt][j][r]));
         }
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) raw[mt][r] = 0.f;
+      }
+      if (ends_row) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) xsum[mt][r] = 0.f;
       }
     }
   }
@@ -193,9 +227,23 @@ struct Gemv {
 // extra 40 registers per thread cost a block per SM (e.g. 8192 x 28672, M = 1: 50.5 us at depth 2).
 constexpr int kDepth = 2;
 
-template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
-__global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
-  using G = Gemv<T, Bits, kMTiles, kWarps, kHalves, kLayout>;
+// Blocks per SM the register budget must allow. The int4 kernels of up to 8 rows are built for 16 warps
+// per SM (128 registers a thread), the occupancy of every decode measurement in BENCHMARKS.md: without
+// the bound, ptxas gave the sm_80 build of one instance 150. Their 32-k fold holds two scale rows per
+// batch and gets 12 warps: 168 registers, as before the named buffers of the main loop, with 12-32 bytes
+// of spills (held to 128 it spilled about 300 bytes, unbounded it took 209). The others hold more per
+// batch (int8 words, a second tile of x) and keep what ptxas picks.
+template <int Bits, int kMTiles, int kWarps, int kFoldK>
+constexpr int kGemvWarpsPerSm = Bits == 4 && kMTiles == 1 ? (kFoldK >= 64 ? 16 : 12) : 0;
+template <int Bits, int kMTiles, int kWarps, int kFoldK>
+constexpr int kGemvMinBlocks =
+    kGemvWarpsPerSm<Bits, kMTiles, kWarps, kFoldK> / kWarps > 1 ? kGemvWarpsPerSm<Bits, kMTiles, kWarps, kFoldK> / kWarps : 1;
+
+template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, gemm::WeightLayout kLayout>
+__global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kWarps, kFoldK>))
+    gemv_kernel(const GemvParams p) {
+  using G = Gemv<T, Bits, kMTiles, kWarps, kFoldK, kLayout>;
+  constexpr int kHalves = G::kHalves, kBatchesPerRow = G::kBatchesPerRow;
   __shared__ float reduction[kWarps][G::kRows][G::kRedStride];
   __shared__ int is_last;
 
@@ -204,6 +252,13 @@ __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
   const int batches = p.K / kBatchK;
   const int first = split * p.batches_per_split;
   const int last = min(first + p.batches_per_split, batches);
+  // The warp's batches come in rounds of two, one round every kDepth * kWarps batches: from `start`,
+  // kStride apart. One scale row per batch: w, w + kWarps, ... after `first`; a row over two batches: the
+  // pairs (2 w, 2 w + 1), (2 w + 2 kWarps, + 1), ..., so that one warp folds each row once. Either way
+  // the block's warps read contiguous runs of batches.
+  const int start = first + kBatchesPerRow * warp;
+  constexpr int kStride = kBatchesPerRow == 1 ? kWarps : 1;
+  constexpr int kRound = kDepth * kWarps;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Programmatic dependent launch (launch_gemv.cuh launches with it on sm_90+): this grid may start while
@@ -218,7 +273,7 @@ __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
   // instructions are no-ops and the prefetches a head start of a few cycles.
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) {
-    const int b = first + warp + d * kWarps;
+    const int b = start + d * kStride;
     if (b >= last) break;
     G::Layout::template prefetch<kSlabsPerBatch>(p.B, p.N, p.K, strip, b * kSlabsPerBatch, lane);
 #pragma unroll
@@ -240,24 +295,24 @@ __global__ void __launch_bounds__(32 * kWarps) gemv_kernel(const GemvParams p) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
 
-  // Register pipeline, kDepth batches deep: batch i + (kDepth - 1) * kWarps is loaded while batch i is
-  // computed. The loop body is unrolled kDepth times so every buffer index is a compile-time constant
-  // (a run-time index would send the buffers to local memory).
-  typename G::Batch buf[kDepth];
-#pragma unroll
-  for (int d = 0; d < kDepth - 1; ++d) {
-    const int b = first + warp + d * kWarps;
-    if (b < last) G::load(buf[d], p, strip, b, lane);
-  }
-  for (int i = first + warp; i < last; i += kDepth * kWarps) {
-#pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
-      const int current = i + d * kWarps;
-      if (current >= last) break;
-      const int ahead = current + (kDepth - 1) * kWarps;
-      if (ahead < last) G::load(buf[(d + kDepth - 1) % kDepth], p, strip, ahead, lane);
-      G::compute(buf[d], acc);
-    }
+  // Register pipeline, two batches deep (kDepth): the warp's next batch is loaded while its current one
+  // is computed. The two buffers are named, not an indexed array: indexed, the buffers went to local
+  // memory in some instances (the sm80 layout's at a 128-k fold). `even` holds the warp's steps 0, 2, 4,
+  // ... and `odd` steps 1, 3, ...; with a scale row over two batches, even holds a row's first batch and
+  // odd its second, so only odd loads the row's scales and offsets and folds the row's sums into acc.
+  static_assert(kDepth == 2, "the loop below is written for two buffers");
+  constexpr bool kEvenEndsRow = kBatchesPerRow == 1;
+  typename G::Batch even, odd;
+  typename G::RowSums sums = {};
+  if (start < last) G::load(even, p, strip, start, lane, kEvenEndsRow);
+  for (int i = start; i < last; i += kRound) {
+    const int second = i + kStride;
+    if (second < last) G::load(odd, p, strip, second, lane, true);
+    G::compute(even, kEvenEndsRow, sums, acc);
+    if (second >= last) break;
+    const int next = i + kRound;
+    if (next < last) G::load(even, p, strip, next, lane, kEvenEndsRow);
+    G::compute(odd, true, sums, acc);
   }
 
   // Block reduction. Accumulator (mt, j): {r0, r1} = column 16 j + c, rows m = 8 mt + 2t, 2t + 1;

@@ -12,14 +12,17 @@ namespace mixgemm::gemv {
 
 using LaunchFn = void (*)(const gemm::GemmArgs&, cudaStream_t);
 
-template <typename T, int Bits, int kMTiles, int kWarps, int kHalves, gemm::WeightLayout kLayout>
+template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, gemm::WeightLayout kLayout>
 void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
   const int batches = args.K / kBatchK;
+  // A split starts where a scale row does, so that one warp sees both batches of a 128-k fold.
+  constexpr int kBatchesPerRow = Gemv<T, Bits, kMTiles, kWarps, kFoldK, kLayout>::kBatchesPerRow;
+  const int batches_per_split = ceil_div(ceil_div(batches, args.split_k), kBatchesPerRow) * kBatchesPerRow;
   const GemvParams params{args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.workspace,
                           args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
-                          ceil_div(batches, args.split_k), cutlass::FastDivmod(args.group_size / kHalfK)};
+                          batches_per_split, cutlass::FastDivmod(args.group_size / kHalfK)};
   const dim3 grid(args.N / kStripN, args.split_k);
-  const auto kernel = gemv_kernel<T, Bits, kMTiles, kWarps, kHalves, kLayout>;
+  const auto kernel = gemv_kernel<T, Bits, kMTiles, kWarps, kFoldK, kLayout>;
   if (current_device_info().major >= 9) {
     // Programmatic dependent launch (compute capability 9.0 on): the kernel may start before the previous kernel on the stream ends
     // and prefetches its weights meanwhile (the prologue of gemv_kernel.cuh says what waits for what).
