@@ -128,7 +128,7 @@ def test_mixgemm_sm80_peer(monkeypatch):
     assert peers.mixgemm_sm80_peer(16, 4096, 11008, 128, torch.float16, 3) == ["closure"]
     assert built == [((16, 4096, 11008, 128, torch.float16, 3), {"layout": "sm80"})]  # (M, N, K, ...) as given
     assert cli.PEER_NAMES.index("mixgemm_sm80") == cli.PEER_NAMES.index("mixgemm") + 1
-    assert set(peers.PEERS) == set(cli.PEER_NAMES)
+    assert set(peers.PEERS) == set(cli.PEER_NAMES + cli.YARDSTICK_NAMES)
 
 
 def test_config_names_round_trip():

@@ -20,6 +20,7 @@
 #include "mixgemm/gemm/device/gemm_runner.h"
 #include "mixgemm/gemv/gemv_runner.h"
 #include "mixgemm/peers/cutlass2_fp16.h"
+#include "mixgemm/peers/read_floor.h"
 #include "mixgemm/prepack/prepack.h"
 #include "mixgemm/sm90/sm90_runner.h"
 
@@ -381,6 +382,20 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("a"), py::arg("b"), py::arg("d"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("stream"),
       "d[M, N] = a[M, K] @ b[K, N], row-major fp16, fp32 accumulation (CUTLASS 2.x 128x256x64 mma.sync)");
+
+  m.def(
+      "read_floor",
+      [](const std::vector<std::pair<std::uintptr_t, int64_t>>& buffers, std::uintptr_t folded,
+         std::uintptr_t stream) {
+        std::vector<mixgemm::peers::ReadBuffer> read;
+        for (const auto& [data, bytes] : buffers) read.push_back({ptr<const void>(data), bytes});
+        mixgemm::peers::read_floor(read.data(), static_cast<int>(read.size()), ptr<uint32_t>(folded),
+                                   stream_of(stream));
+      },
+      py::arg("buffers"), py::arg("folded"), py::arg("stream"),
+      "reads every byte of up to 3 (device pointer, bytes) buffers once, each block writing the xor of its "
+      "words to folded[block]: the read_floor peer");
+  m.attr("READ_FLOOR_MAX_BLOCKS") = mixgemm::peers::kReadFloorMaxBlocks;
 
   // --- sm90 path (wgmma + TMA, CUTLASS 3.x; sm_90a builds only) ---
   m.def("sm90_available", &mixgemm::sm90::available, "whether this build holds the sm90 path's kernels");

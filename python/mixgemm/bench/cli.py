@@ -30,6 +30,9 @@ QUICK_SHAPES = ((4096, 4096), (8192, 28672))
 QUICK_MS = (1, 16, 128, 4096)
 PEER_NAMES = ("mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "cublas_fp16", "cutlass2_fp16",
               "torch_int4")
+# Yardsticks timed only when asked for by name (``--peers``): read_floor is no GEMM, only the time a kernel
+# that reads the decode path's bytes takes, so it belongs beside the decode rows, not in every table.
+YARDSTICK_NAMES = ("read_floor",)
 SPLIT_KS = (1, 2, 4, 8, 16)
 SPLIT_K_MODES = ("serial", "parallel")
 COPY_YARDSTICK_BYTES = 1 << 30
@@ -78,9 +81,10 @@ def parse_peers(text: str) -> list[str]:
     if text == "all":
         return list(PEER_NAMES)
     names = [part.strip() for part in text.split(",")]
-    unknown = [n for n in names if n not in PEER_NAMES]
+    unknown = [n for n in names if n not in PEER_NAMES + YARDSTICK_NAMES]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown peer(s) {unknown}; choose from {', '.join(PEER_NAMES)} or 'all'")
+        raise argparse.ArgumentTypeError(f"unknown peer(s) {unknown}; choose from "
+                                         f"{', '.join(PEER_NAMES + YARDSTICK_NAMES)} or 'all'")
     return names
 
 
@@ -167,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--m", type=parse_ms, default=None, help=(
         f"M values (design: {','.join(map(str, DESIGN_MS))}; quick: {','.join(map(str, QUICK_MS))})"))
     bench.add_argument("--peers", type=parse_peers, default=list(PEER_NAMES),
-                       help=f"comma-separated subset of {','.join(PEER_NAMES)} (all)")
+                       help=f"comma-separated subset of {','.join(PEER_NAMES)} ('all', the default), "
+                            f"and of the yardsticks {','.join(YARDSTICK_NAMES)}")
     bench.add_argument("--config", type=parse_config, default="auto", help="our GEMM's config: 'auto' or a name")
     bench.add_argument("--rounds", type=_positive_int, default=1, help=(
         "time every peer of a cell this many times, interleaved (peer 1, 2, ..., then again), and report "

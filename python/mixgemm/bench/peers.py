@@ -219,6 +219,62 @@ def cutlass2_fp16_peer(M, N, K, G, dtype, copies) -> Closures:
     return Closures(functools.partial(cutlass2_fp16_matmul, x, w, out) for w in _dense_copies(K, N, G, dtype, copies))
 
 
+def _read_floor_binding():
+    """The extension's ``read_floor``, or ``None`` for a build that predates it."""
+    return getattr(extension(), "read_floor", None)
+
+
+def read_floor(tensors, folded: torch.Tensor | None = None) -> torch.Tensor:
+    """Reads every byte of 1 to 3 CUDA tensors once, with nothing else to do: the read_floor peer's kernel
+    (cpp/src/read_floor_peer.cu). Returns ``folded``, int32 ``[READ_FLOOR_MAX_BLOCKS]``, each block's xor
+    of the 32-bit words it read: the xor of all entries is the xor of every word of every tensor, when
+    the entries past the grid were zero (a new ``folded`` is zeroed here; one passed in is reused as is).
+
+    Tensors: contiguous, on one CUDA device, 16-byte aligned, a positive multiple of 16 bytes each."""
+    fn = "read_floor"
+    tensors = list(tensors)
+    if not 1 <= len(tensors) <= 3:
+        raise ValueError(f"{fn}: tensors must hold 1 to 3 tensors, got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        name = f"tensors[{i}]"
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != "cuda" or not t.is_contiguous():
+            raise ValueError(f"{fn}: {name} must be a contiguous CUDA tensor, got {t.device} "
+                             f"{'contiguous' if t.is_contiguous() else 'non-contiguous'}")
+        nbytes = t.numel() * t.element_size()
+        if nbytes == 0 or nbytes % 16 or t.data_ptr() % 16:
+            raise ValueError(f"{fn}: {name} must be 16-byte aligned and a positive multiple of 16 bytes, "
+                             f"got {nbytes} bytes at an address {t.data_ptr() % 16} bytes past 16")
+    binding = _read_floor_binding()
+    if binding is None:
+        raise RuntimeError(f"{fn}: this build of mixgemm._C has no read_floor (it predates the peer); "
+                           "rebuild the extension")
+    device = tensors[0].device
+    blocks = extension().READ_FLOOR_MAX_BLOCKS
+    if folded is None:
+        folded = torch.zeros(blocks, dtype=torch.int32, device=device)
+    else:
+        _checks.check_tensor(fn, "folded", folded, (torch.int32,), 1)
+        _checks.check_shape(fn, "folded", folded, (blocks,), "[READ_FLOOR_MAX_BLOCKS]")
+    _checks.check_same_device(fn, folded=folded, **{f"tensors[{i}]": t for i, t in enumerate(tensors)})
+    with device_guard(device):
+        binding([(t.data_ptr(), t.numel() * t.element_size()) for t in tensors], folded.data_ptr(),
+                current_stream(device))
+    return folded
+
+
+def read_floor_peer(M, N, K, G, dtype, copies) -> Closures:
+    """No GEMM: a kernel that only reads what the decode path must, each copy's packed weight, scales and
+    offsets in the GPU's own layout. x and the output, a few KB at decode sizes, are left out. Its time is
+    how close to DESIGN.md's bytes / 3.0 TB/s floor a single launch reading these bytes gets on this GPU."""
+    if _read_floor_binding() is None:
+        raise PeerUnavailable("this build of mixgemm._C has no read_floor (it predates the peer)")
+    packed_copies = _packed_copies(K, N, G, dtype, copies)
+    folded = torch.zeros(extension().READ_FLOOR_MAX_BLOCKS, dtype=torch.int32, device=packed_copies[0].packed.device)
+    return Closures(functools.partial(read_floor, (p.packed, p.scales, p.offsets), folded) for p in packed_copies)
+
+
 # torch's int4 path ("tinygemm", as used by gpt-fast and torchao's int4 weight-only): bf16 activations,
 # weight codes q in 0..15 with W = (q - 8) * scale + zero, scales_and_zeros bf16 [K/G, N, 2].
 # Its Python surface is private and has changed across releases, so it is probed in a guarded try and
@@ -303,6 +359,7 @@ PEERS: dict[str, PeerFactory] = {
     "cublas_fp16": cublas_fp16_peer,
     "cutlass2_fp16": cutlass2_fp16_peer,
     "torch_int4": torch_int4_peer,
+    "read_floor": read_floor_peer,
 }
 
 
