@@ -11,7 +11,9 @@
 #include <string>
 
 #include "mixgemm/common/check.h"
+#include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/common/device_info.h"
+#include "mixgemm/common/streaming_loads.cuh"
 
 namespace mixgemm::peers {
 namespace {
@@ -24,14 +26,6 @@ struct Buffers {
   const uint4* data[kMaxReadBuffers];
   int64_t vectors[kMaxReadBuffers];  // 16-byte vectors per buffer (0: unused)
 };
-
-__device__ __forceinline__ uint4 load_streaming(const uint4* address) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address));
-  return v;
-}
 
 __global__ void __launch_bounds__(kThreads) read_floor_kernel(const Buffers buffers, uint32_t* folded) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -51,12 +45,12 @@ __global__ void __launch_bounds__(kThreads) read_floor_kernel(const Buffers buff
     for (; i + (kLoadsInFlight - 1) * stride < n; i += kLoadsInFlight * stride) {
       uint4 v[kLoadsInFlight];
 #pragma unroll
-      for (int u = 0; u < kLoadsInFlight; ++u) v[u] = load_streaming(data + i + u * stride);
+      for (int u = 0; u < kLoadsInFlight; ++u) v[u] = load_streaming_v4(data + i + u * stride);
 #pragma unroll
       for (int u = 0; u < kLoadsInFlight; ++u) word ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
     for (; i < n; i += stride) {
-      const uint4 v = load_streaming(data + i);
+      const uint4 v = load_streaming_v4(data + i);
       word ^= v.x ^ v.y ^ v.z ^ v.w;
     }
   }
@@ -98,19 +92,7 @@ void read_floor(const ReadBuffer* buffers, int count, uint32_t* folded, cudaStre
     return "read_floor: " + std::to_string(device.sm_count) + " SMs need " + std::to_string(blocks) +
            " blocks, more than the " + std::to_string(kReadFloorMaxBlocks) + " entries of folded";
   });
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute dependent;
-  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent.val.programmaticStreamSerializationAllowed = 1;
-  if (device.major >= 9) {
-    config.attrs = &dependent;
-    config.numAttrs = 1;
-  }
-  check_cuda(cudaLaunchKernelEx(&config, read_floor_kernel, args, folded), "read_floor_kernel");
-  check_launch("read_floor_kernel");
+  launch_dependent(read_floor_kernel, dim3(blocks), dim3(kThreads), stream, "read_floor_kernel", args, folded);
 }
 
 }  // namespace mixgemm::peers

@@ -38,6 +38,7 @@
 // (the sm80 path's serial split-K, gemm_mixed.cuh) and leaves the semaphore at 0 for the next launch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cutlass/fast_math.h"
@@ -233,11 +234,10 @@ constexpr int kDepth = 2;
 // batch and gets 12 warps: 168 registers, as before the named buffers of the main loop, with 12-32 bytes
 // of spills (held to 128 it spilled about 300 bytes, unbounded it took 209). The others hold more per
 // batch (int8 words, a second tile of x) and keep what ptxas picks.
-template <int Bits, int kMTiles, int kWarps, int kFoldK>
+template <int Bits, int kMTiles, int kFoldK>
 constexpr int kGemvWarpsPerSm = Bits == 4 && kMTiles == 1 ? (kFoldK >= 64 ? 16 : 12) : 0;
 template <int Bits, int kMTiles, int kWarps, int kFoldK>
-constexpr int kGemvMinBlocks =
-    kGemvWarpsPerSm<Bits, kMTiles, kWarps, kFoldK> / kWarps > 1 ? kGemvWarpsPerSm<Bits, kMTiles, kWarps, kFoldK> / kWarps : 1;
+constexpr int kGemvMinBlocks = std::max(1, kGemvWarpsPerSm<Bits, kMTiles, kFoldK> / kWarps);
 
 template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, gemm::WeightLayout kLayout>
 __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kWarps, kFoldK>))

@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "mixgemm/common/check.h"
-#include "mixgemm/common/device_info.h"
+#include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemv/gemv_kernel.cuh"
 
@@ -22,24 +22,10 @@ void launch_gemv(const gemm::GemmArgs& args, cudaStream_t stream) {
                           args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
                           batches_per_split, cutlass::FastDivmod(args.group_size / kHalfK)};
   const dim3 grid(args.N / kStripN, args.split_k);
-  const auto kernel = gemv_kernel<T, Bits, kMTiles, kWarps, kFoldK, kLayout>;
-  if (current_device_info().major >= 9) {
-    // Programmatic dependent launch (compute capability 9.0 on): the kernel may start before the previous kernel on the stream ends
-    // and prefetches its weights meanwhile (the prologue of gemv_kernel.cuh says what waits for what).
-    cudaLaunchAttribute dependent;
-    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    dependent.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = dim3(32 * kWarps);
-    config.stream = stream;
-    config.attrs = &dependent;
-    config.numAttrs = 1;
-    check_cuda(cudaLaunchKernelEx(&config, kernel, params), "gemv_kernel");
-  } else {
-    kernel<<<grid, 32 * kWarps, 0, stream>>>(params);
-  }
-  check_launch("gemv_kernel");
+  // Started as a programmatic dependent on compute capability 9.0 on: the kernel prefetches its weights
+  // while the previous kernel on the stream ends (the prologue of gemv_kernel.cuh says what waits for what).
+  launch_dependent(gemv_kernel<T, Bits, kMTiles, kWarps, kFoldK, kLayout>, grid, dim3(32 * kWarps), stream,
+                   "gemv_kernel", params);
 }
 
 }  // namespace mixgemm::gemv

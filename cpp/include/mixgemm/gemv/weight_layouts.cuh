@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "mixgemm/common/streaming_loads.cuh"
 #include "mixgemm/convert/biased_codes.cuh"
 #include "mixgemm/convert/int4_to_float.cuh"
 #include "mixgemm/convert/int8_to_float.cuh"
@@ -32,27 +33,6 @@
 #include "mixgemm/gemm/warp/mma_mixed_input.cuh"
 
 namespace mixgemm::gemv {
-
-// Weights are streamed once: no L1 allocation (nothing re-reads them).
-__device__ __forceinline__ uint4 load_streaming_v4(const int32_t* address) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address));
-  return v;
-}
-
-__device__ __forceinline__ uint2 load_streaming_v2(const int32_t* address) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(address));
-  return v;
-}
-
-__device__ __forceinline__ uint32_t load_streaming_v1(const int32_t* address) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(address));
-  return v;
-}
 
 // Asks L2 for the 128-byte line holding `address` (no register is written: the decode kernel issues these
 // before it may read anything, see gemv_kernel.cuh). A warp's 32 prefetches of one line are one request.

@@ -1,0 +1,39 @@
+// One launch helper for the kernels that start as programmatic dependents (the decode kernel,
+// gemv/launch_gemv.cuh, and the read_floor peer, which is timed beside it and must start the same way).
+//
+// From compute capability 9.0 on, such a launch lets the grid start while the kernel before it on the
+// stream still runs; the kernel itself must execute griddepcontrol.wait before it touches anything that
+// kernel writes (and griddepcontrol.launch_dependents to let the next one start early). Before 9.0 the
+// attribute does not exist and the launch is an ordinary one.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "mixgemm/common/check.h"
+#include "mixgemm/common/device_info.h"
+
+namespace mixgemm {
+
+// Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent where the current
+// device allows it. Throws std::runtime_error naming `name` on a failed launch.
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, const char* name,
+                      Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  cudaLaunchAttribute dependent;
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  if (current_device_info().major >= 9) {
+    config.attrs = &dependent;
+    config.numAttrs = 1;
+  }
+  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
+  check_launch(name);
+}
+
+}  // namespace mixgemm
