@@ -371,11 +371,25 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   }
   __syncthreads();
   if (!is_last) return;
+  // The last split sums every split's partial, in split order whichever split arrived last
+  // (deterministic). These loads are the tail's last trip to L2: a thread issues the loads of up to
+  // kSplitsPerTrip splits before its first add, one L2 latency per output instead of one per split.
+  // (Unrolled over a thread's outputs too, the tail grew by about 800 instructions, fetched cold by the
+  // one block per strip that runs it, and M = 1 took 1 us longer; BENCHMARKS.md.)
+  constexpr int kSplitsPerTrip = 8;
   for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
     const int m = o / kStripN, col = o % kStripN;
+    const float* column = p.workspace + m * N + n0 + col;
     float sum = 0.f;
-    for (int z = 0; z < p.split_k; ++z)  // split order, whichever split arrived last: deterministic
-      sum += __ldcg(p.workspace + static_cast<int64_t>(z) * p.M * N + m * N + n0 + col);
+    for (int z0 = 0; z0 < p.split_k; z0 += kSplitsPerTrip) {
+      float part[kSplitsPerTrip];
+#pragma unroll
+      for (int dz = 0; dz < kSplitsPerTrip; ++dz)
+        if (z0 + dz < p.split_k) part[dz] = __ldcg(column + static_cast<int64_t>(z0 + dz) * p.M * N);
+#pragma unroll
+      for (int dz = 0; dz < kSplitsPerTrip; ++dz)
+        if (z0 + dz < p.split_k) sum += part[dz];
+    }
     store(m, col, sum);
   }
 }
