@@ -396,8 +396,7 @@ class TestGenerator:
             capture_output=True, text=True, check=True,
         )
         printed = result.stdout.strip().split(";")
-        gemv_set = gen.GEMV_FULL if set_name == "full" else gen.GEMV_MINIMAL
-        expected = gen.generate(self.kernel_sets(set_name), out) + gen.generate_gemv(gemv_set, out)
+        expected = gen.generate(self.kernel_sets(set_name), out) + gen.generate_gemv(gen.GEMV_CONFIGS, out)
         assert printed == [str(p) for p in expected]
         assert all(pathlib.Path(p).is_file() for p in printed)
 
@@ -416,18 +415,19 @@ def test_minimal_is_a_subset_of_full():
 
 
 def test_gemv_sets_are_well_formed():
-    assert set(gen.GEMV_MINIMAL) <= set(gen.GEMV_FULL)
-    for m_tiles, warps in gen.GEMV_FULL:
+    # The heuristic chooses between 4 and 8 warps of one m8 tile: every build has both.
+    assert {(1, 4), (1, 8)} <= set(gen.GEMV_CONFIGS)
+    for m_tiles, warps in gen.GEMV_CONFIGS:
         assert m_tiles in (1, 2) and warps >= 1  # the kernel takes up to 16 rows (two n8 mma tiles)
     assert gen.GEMV_FOLD_K == (128, 64, 32)  # one kernel per fold (k rows per scale row), picked by group size
 
 
 def test_gemv_registry_lists_every_instance(tmp_path):
-    gen.generate_gemv(gen.GEMV_MINIMAL, tmp_path)
+    gen.generate_gemv(gen.GEMV_CONFIGS, tmp_path)
     rows = [line for line in (tmp_path / "gemv_registry.inc").read_text().splitlines() if "&launch_gemv<" in line]
-    assert len(rows) == (len(gen.GEMV_MINIMAL) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_FOLD_K)
+    assert len(rows) == (len(gen.GEMV_CONFIGS) * len(gen.ACT_TYPES) * len(gen.WEIGHT_BITS) * len(gen.GEMV_FOLD_K)
                          * len(gen.GEMV_LAYOUTS))
-    assert len(rows) == 2 * 2 * 2 * 3 * 2
+    assert len(rows) == 3 * 2 * 2 * 3 * 2  # configs x dtypes x widths x folds x layouts
 
 
 GEMV_INSTANCE = re.compile(r"^template void launch_gemv<([^>]*)>\(const gemm::GemmArgs&, cudaStream_t\);$", re.M)
@@ -435,7 +435,7 @@ GEMV_ROW = re.compile(r"\{\{(\d+), (\d+)\}, gemm::ActType::(kFloat16|kBFloat16),
                       r"gemm::WeightLayout::(kSm80|kSm90), &launch_gemv<([^>]*)>\},")
 
 
-@pytest.mark.parametrize("configs", [gen.GEMV_MINIMAL, gen.GEMV_FULL], ids=["minimal", "full"])
+@pytest.mark.parametrize("configs", [gen.GEMV_CONFIGS, gen.GEMV_CONFIGS[:1]], ids=["all", "one"])
 def test_gemv_sources_one_per_config_and_layout(tmp_path, configs):
     assert gen.GEMV_LAYOUTS == {"sm80": "kSm80", "sm90": "kSm90"}
     sources = gen.generate_gemv(configs, tmp_path)
@@ -454,10 +454,10 @@ def test_gemv_sources_one_per_config_and_layout(tmp_path, configs):
 
 
 def test_gemv_registry_rows_carry_their_layout(tmp_path):
-    gen.generate_gemv(gen.GEMV_FULL, tmp_path)
+    gen.generate_gemv(gen.GEMV_CONFIGS, tmp_path)
     rows = GEMV_ROW.findall((tmp_path / "gemv_registry.inc").read_text())
     keys = [(int(m), int(w), act, bits, fold_k, layout) for m, w, act, bits, fold_k, layout, _ in rows]
-    assert len(keys) == len(set(keys)) == len(gen.GEMV_FULL) * 2 * 2 * 3 * 2
+    assert len(keys) == len(set(keys)) == len(gen.GEMV_CONFIGS) * 2 * 2 * 3 * 2
     assert collections.Counter(k[-1] for k in keys) == {"kSm80": len(keys) // 2, "kSm90": len(keys) // 2}
     for m, w, act, bits, fold_k, layout, launcher in rows:
         # Each row's launcher is the instance of its own key, layout included.
@@ -537,7 +537,7 @@ def test_command_line_sweep_set(tmp_path):
                             capture_output=True, text=True, check=True)
     first, second = result.stdout.strip().splitlines()
     # The sweep build: the minimal sm80 tiles, every decode config, every sm90 candidate.
-    expected = gen.generate(gen.gemm_sets("sweep"), out) + gen.generate_gemv(gen.GEMV_FULL, out)
+    expected = gen.generate(gen.gemm_sets("sweep"), out) + gen.generate_gemv(gen.GEMV_CONFIGS, out)
     assert first.split(";") == [str(p) for p in expected]
     assert second.startswith("SM90:")
     assert second[len("SM90:"):].split(";") == [str(p) for p in gen.generate_sm90(gen.sm90_set("sweep"), out)]
@@ -727,15 +727,31 @@ def test_sm90_decode_split_k_is_the_sm80_layouts():
         assert sm90_pick(M, N, K) == sm80
 
 
-@pytest.mark.parametrize("N, K, split", [
-    (4096, 4096, 8), (11008, 4096, 3), (4096, 11008, 8), (8192, 8192, 4), (28672, 8192, 1), (8192, 28672, 4),
+@pytest.mark.parametrize("N, K, warps_split_m1, warps_split_m8", [
+    (4096, 4096, (8, 4), (8, 4)), (11008, 4096, (4, 3), (8, 1)), (4096, 11008, (8, 4), (8, 4)),
+    (8192, 8192, (8, 2), (8, 2)), (28672, 8192, (4, 1), (4, 1)), (8192, 28672, (8, 2), (8, 2)),
 ])
-def test_decode_split_k_reproduces_the_h100_sweep(N, K, split):
-    # Best splits of the 2026-11-23 sweep (BENCHMARKS.md); the m16 kernel keeps four batches per warp.
-    for M in (1, 8):
-        assert sm90_pick(M, N, K).split_k == split, M
+def test_decode_warps_and_split_k_reproduce_the_h100_sweeps(N, K, warps_split_m1, warps_split_m8):
+    # The best of 4 and 8 warps in the 2026-11-24 probe, each at its best split of the sweeps
+    # (BENCHMARKS.md): 8 warps at half the split where they fill the GPU as well as 4, and from M = 5
+    # wherever one wave of them fits (not 28672 columns: 448 strips of 8 warps are 1.7 waves).
+    for M, (warps, split) in [(1, warps_split_m1), (4, warps_split_m1), (5, warps_split_m8), (8, warps_split_m8)]:
+        config = sm90_pick(M, N, K)
+        assert (config.tile_k // config.warp_k, config.split_k) == (warps, split), M
+
+
+def test_decode_split_k_rule():
+    # One full wave of 16 warps per SM, never a partial second: floor(blocks per SM x SMs / strips).
+    assert tuning.gemv_split(GemmConfig.gemv(8, 4), 11008, 4096, 132).split_k == 3  # 528 // 172
+    assert tuning.gemv_split(GemmConfig.gemv(8, 8), 11008, 4096, 132).split_k == 1  # 264 // 172
+    assert tuning.gemv_split(GemmConfig.gemv(8, 8), 28672, 8192, 132).split_k == 1  # under a wave: no split
+    # The m16 kernel keeps four batches per warp: 64 batches // 16.
     assert tuning.gemv_split(GemmConfig.gemv(16, 4), 4096, 4096, 132).split_k == 4
-    assert sm90_pick(1, 4096, 4096, sms=66).split_k == 4  # fewer SMs, fewer blocks wanted
+    # Fewer SMs, fewer blocks wanted.
+    assert sm90_pick(1, 4096, 4096, sms=66).split_k == 2
+    # A build with only 4-warp decode blocks takes them.
+    only_narrow = [GemmConfig.gemv(8, 4)] + SM80_ON_SM90_FULL + SM90_FULL_CONFIGS
+    assert tuning.heuristic_config(only_narrow, 1, 4096, 4096, 132).name == "gemv_8x64x256_w8x64x64_s2_k8s"
 
 
 @pytest.mark.parametrize("M, name", [

@@ -60,9 +60,10 @@ SM90_LAYOUT_MINIMAL = {
 SM80_LAYOUTS = {"sm80": "kSm80", "sm90": "kSm90"}
 # Decode path (cpp/include/mixgemm/gemv): (m_tiles, warps per block). m_tiles n8 mma tiles take up to
 # 8 * m_tiles rows of x; each instance is compiled for every fold: the k rows one scale row covers in the
-# kernel, the largest of 128, 64 and 32 that divides the group size.
-GEMV_FULL = ((1, 4), (1, 8), (2, 4))
-GEMV_MINIMAL = ((1, 4), (2, 4))
+# kernel, the largest of 128, 64 and 32 that divides the group size. Every set builds all three: the
+# heuristic picks 4 or 8 warps by shape and M (python/mixgemm/tuning.py), and the m16 kernel is there for
+# the tuner and the GPU tests.
+GEMV_CONFIGS = ((1, 4), (1, 8), (2, 4))
 GEMV_FOLD_K = (128, 64, 32)
 # Weight layouts the decode kernels read (cpp/include/mixgemm/gemv/weight_layouts.cuh): each config is
 # compiled for both, since either may be the layout prepack picked for the GPU.
@@ -273,7 +274,7 @@ def main() -> None:
     parser.add_argument("--sm90", action="store_true", help="also write the sm90 path's instances")
     args = parser.parse_args()
     sources = generate(gemm_sets(args.set), args.out)
-    sources += generate_gemv(GEMV_MINIMAL if args.set == "minimal" else GEMV_FULL, args.out)
+    sources += generate_gemv(GEMV_CONFIGS, args.out)
     print(";".join(str(s) for s in sources))
     if args.sm90:
         sm90 = generate_sm90(sm90_set(args.set), args.out)

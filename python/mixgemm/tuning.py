@@ -52,39 +52,66 @@ _MAX_SPLIT_K = 16
 _SPLIT_MODE = "parallel"
 
 
-# Decode path (M <= 8): one m8 tile with 4 warps per block, split K until about this many blocks per SM
-# (4 fit at 128 registers); each warp keeps at least _GEMV_MIN_BATCHES_PER_WARP 64-deep batches so its
-# two-batch pipeline fills. Swept on an H100 over split 1..16 at M = 1 and 8 (BENCHMARKS.md, "Decode:
-# scale after the mma, and dependent launches"): the best splits were 8, 3, 8, 4, 1 and 4 for 4096x4096,
-# 4096x11008, 11008x4096, 8192x8192, 8192x28672 and 28672x8192, which this rule reproduces. Two batches
-# per warp suffice since the kernel prefetches its first batches into L2 before it may start (4096 x 4096
-# at split 8 took 6.7 us against 7.9 at split 4). The m16 kernel keeps four: at split 8 it took 15.2 us on
-# 4096 x 4096 at M = 16, against 13.2 at split 4 before that change. From M = 9 the sm80 path's 16-row
-# tiles were faster on both layouts (on the sm90 layout 9.8 us against 12.1 at 4096 x 4096, M = 16; the m16
-# decode kernel is compiled for the tuner to try). The decode path reads both layouts at the same speed
-# (within 2% at M = 1 and 8, BENCHMARKS.md).
+# Decode path (M <= 8): one m8 tile, in blocks of 4 or 8 warps. The int4 kernels are held to 128
+# registers, so 16 warps fit per SM (4 blocks of 4 warps or 2 of 8), and K is split until the strips x
+# splits blocks make one full wave: floor(blocks per SM x SMs / strips) splits, never a partial second wave
+# (on 4096 x 11008, 8 warps at split 2 make 344 blocks for 264 places: 16.1 us against 12.1 at split 1).
+# Each warp keeps at least _GEMV_MIN_BATCHES_PER_WARP 64-deep batches so its two-batch pipeline fills.
+# Swept on an H100 (BENCHMARKS.md, "Decode: scale after the mma, and dependent launches"), 4 warps' best
+# splits were 8, 3, 8, 4, 1 and 4 for 4096x4096, 4096x11008, 11008x4096, 8192x8192, 8192x28672 and
+# 28672x8192, which this rule reproduces. Two batches per warp suffice since the kernel prefetches its
+# first batches into L2 before it may start (4096 x 4096 at split 8 took 6.7 us against 7.9 at split 4).
+# The m16 kernel keeps four: at split 8 it took 15.2 us on 4096 x 4096 at M = 16, against 13.2 at split 4.
+# From M = 9 the sm80 path's 16-row tiles were faster on both layouts (on the sm90 layout 9.8 us against
+# 12.1 at 4096 x 4096, M = 16; the m16 decode kernel is compiled for the tuner to try). The decode path
+# reads both layouts at the same speed (within 2% at M = 1 and 8, BENCHMARKS.md).
 _GEMV_MAX_M = 8
-_GEMV_BLOCKS_PER_SM = 4
+_GEMV_WARPS_PER_SM = 16
 _GEMV_MIN_BATCHES_PER_WARP = {8: 2, 16: 4}  # by the kernel's rows
+# 4 or 8 warps (BENCHMARKS.md, "Decode: 8-warp blocks"). Where 8-warp blocks at half the split keep as
+# many warps busy (their wave at least _GEMV_WIDE_MIN_FILL as full as 4 warps'), they won at every M: half
+# the splits, half the split-K partials to write and sum (4096 x 4096: 6.00 against 6.07 us at M = 1,
+# 6.83 against 7.86 at M = 8). Where they fill less, 4 warps won up to M = 4 (4096 x 11008, whose 172
+# strips fill 65% of a wave of 8-warp blocks at split 1 and 98% of 4-warp blocks at split 3: 11.05 against
+# 11.45 us at M = 1) and 8 warps from M = 5 (11.89 against 12.34), where each split's partial has M rows.
+_GEMV_WIDE_WARPS = 8
+_GEMV_WIDE_MIN_FILL = 0.9
+_GEMV_WIDE_FROM_M = 5
 
 
 def _gemv_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig | None:
-    """The decode path for M <= 8 rows: its kernel of the fewest rows and warps, split by :func:`gemv_split`."""
+    """The decode path for M <= 8 rows: its kernel of the fewest rows, with 4 or 8 warps by the rule above,
+    split by :func:`gemv_split`."""
     candidates = [c for c in configs if c.path == "gemv" and c.tile_m >= M]
     if M > _GEMV_MAX_M or not candidates:
         return None
-    config = min(candidates, key=lambda c: (c.tile_m, c.tile_k))  # fewest rows, then fewest warps
-    return gemv_split(config, N, K, sm_count)
+    rows = min(c.tile_m for c in candidates)
+    by_warps = {_gemv_warps(c): gemv_split(c, N, K, sm_count) for c in candidates if c.tile_m == rows}
+    narrow = by_warps[min(by_warps)]
+    wide = by_warps.get(_GEMV_WIDE_WARPS)
+    if wide is None or wide == narrow or _gemv_fill(wide, N, sm_count) > 1:
+        return narrow
+    fills_as_well = _gemv_fill(wide, N, sm_count) >= _GEMV_WIDE_MIN_FILL * _gemv_fill(narrow, N, sm_count)
+    return wide if fills_as_well or M >= _GEMV_WIDE_FROM_M else narrow
+
+
+def _gemv_warps(config: GemmConfig) -> int:
+    return config.tile_k // config.warp_k
+
+
+def _gemv_fill(config: GemmConfig, N: int, sm_count: int) -> float:
+    """The share of the GPU's warp places a decode config's blocks take (above 1: more than one wave)."""
+    return N // config.tile_n * config.split_k * _gemv_warps(config) / (_GEMV_WARPS_PER_SM * sm_count)
 
 
 def gemv_split(config: GemmConfig, N: int, K: int, sm_count: int) -> GemmConfig:
     """A decode config with the split-K the rule above gives it."""
-    warps = config.tile_k // config.warp_k
+    warps = _gemv_warps(config)
     strips = N // config.tile_n
     batches = K // config.warp_k
-    want = round(_GEMV_BLOCKS_PER_SM * sm_count / strips)
+    one_wave = _GEMV_WARPS_PER_SM // warps * sm_count // strips
     min_batches = _GEMV_MIN_BATCHES_PER_WARP.get(config.tile_m, max(_GEMV_MIN_BATCHES_PER_WARP.values()))
-    split_k = max(1, min(want, batches // (warps * min_batches), _MAX_SPLIT_K))
+    split_k = max(1, min(one_wave, batches // (warps * min_batches), _MAX_SPLIT_K))
     return config.with_split_k(split_k, "none" if split_k == 1 else "serial")
 
 
