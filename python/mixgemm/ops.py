@@ -294,6 +294,13 @@ def _launch_on_current_device(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bi
 _DEQUANT_SLAB_K = 16
 
 
+def _check_dequant_group_size(fn: str, group_size: int) -> None:
+    """The expansion's rule (dequantize_weight and gemm's dequant path): whole scale rows per slab."""
+    if group_size % _DEQUANT_SLAB_K:
+        raise ValueError(f"{fn}: the dequant path needs group_size to be a multiple of {_DEQUANT_SLAB_K} (its "
+                         f"expansion reads one scale row per 16-deep slab), got {group_size}")
+
+
 def _expand(w: PackedWeight, stream: int) -> torch.Tensor:
     """W^T ``[N, K]`` (row-major, the activation dtype) from ``w``'s packed tensors, by our kernel on
     ``stream``; every value is ``q * scale + offset`` rounded once, as the GEMM kernels multiply it."""
@@ -325,9 +332,7 @@ def dequantize_weight(packed: PackedWeight) -> torch.Tensor:
     check_packed_tensors(fn, packed)
     device = packed.packed.device
     _checks.check_device_supported(fn, device)
-    if packed.group_size % _DEQUANT_SLAB_K:
-        raise ValueError(f"{fn}: group_size must be a multiple of {_DEQUANT_SLAB_K} (one scale row per 16-deep "
-                         f"slab), got {packed.group_size}")
+    _check_dequant_group_size(fn, packed.group_size)
     with device_guard(device):
         return _expand(packed, current_stream(device)).t()
 
@@ -350,9 +355,7 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
                               state.layout)
     _check_fits(config, M, state.n)
     if config.path == "dequant":
-        if state.group_size % _DEQUANT_SLAB_K:
-            raise ValueError(f"{fn}: the dequant path needs group_size to be a multiple of {_DEQUANT_SLAB_K}, "
-                             f"got {state.group_size}")
+        _check_dequant_group_size(fn, state.group_size)
         return _Plan(config, state.device, _dequant_matmul)
     ext = extension()
     bf16 = state.dtype == torch.bfloat16

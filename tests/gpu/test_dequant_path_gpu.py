@@ -192,7 +192,8 @@ def test_dequantize_weight_errors():
     # Group size 8: the expansion reads one scale row per 16-deep slab; gemm's dequant path says the same.
     kwargs, _, _ = _checkpoint(64, 64, 8, torch.float16, 4)
     packed = mixgemm.prepack(group_size=8, layout="sm80", **kwargs)
-    with pytest.raises(ValueError, match="dequantize_weight: group_size must be a multiple of 16"):
+    with pytest.raises(ValueError, match="dequantize_weight: the dequant path needs group_size to be a multiple of 16"):
         mixgemm.dequantize_weight(packed)
-    with pytest.raises(ValueError, match="dequant path needs group_size to be a multiple of 16, got 8"):
+    with pytest.raises(ValueError, match=r"gemm: the dequant path needs group_size to be a multiple of 16 \(its "
+                                         r"expansion reads one scale row per 16-deep slab\), got 8"):
         mixgemm.gemm(random_activations(4096, 64, torch.float16), packed, config=DEQUANT)
