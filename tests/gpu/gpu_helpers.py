@@ -85,6 +85,16 @@ def random_activations(M: int, K: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(M, K, dtype=torch.float32, device=DEVICE).to(dtype)
 
 
+def check_rows_and_bias(run, rows, K: int, N: int, bias, model_w, math_w, dtype, what: str) -> None:
+    """``run(x, b)`` on fresh activations of each M in ``rows``, without and with ``bias``, each output in
+    poisoned memory and checked against both references (check_model_and_math)."""
+    for M in rows:
+        x = random_activations(M, K, dtype)
+        for b in (None, bias):
+            poison_allocator(M * N * 2)
+            check_model_and_math(run(x, b), x, b, model_w, math_w, dtype, f"{what} M={M} bias={b is not None}")
+
+
 def gptq_act_order_checkpoint(K: int, N: int, G: int) -> dict[str, torch.Tensor]:
     """A fresh random GPTQ act-order checkpoint on the GPU (q, z uniform in 0..15, positive fp16 scales,
     g_idx scattering each group's rows over K): the packed tensors, g_idx, the raw codes ``q`` / ``z`` and

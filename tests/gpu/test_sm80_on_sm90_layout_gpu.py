@@ -18,8 +18,8 @@ import torch
 
 import mixgemm
 from mixgemm import _C, ops, sm90_layout
-from gpu_helpers import (DEVICE, MODEL_TOL, check_model_and_math, poison_allocator, random_activations,
-                         random_int_checkpoint, relative_error, sm90_layout_terms)
+from gpu_helpers import (DEVICE, MODEL_TOL, check_model_and_math, check_rows_and_bias, poison_allocator,
+                         random_activations, random_int_checkpoint, relative_error, sm90_layout_terms)
 
 pytestmark = pytest.mark.gpu
 
@@ -64,12 +64,8 @@ def test_every_sm90_layout_tile_against_float64(K, N, G, zeros, dtype, bits):
     for config in configs:
         for split_k, mode in ((1, "none"), (3, "serial"), (2, "parallel")):
             cfg = config.with_split_k(split_k, mode)
-            for M in M_VALUES:
-                x = random_activations(M, K, dtype)
-                for b in (None, bias):
-                    poison_allocator(M * N * 2)
-                    out = mixgemm.gemm(x, packed, b, config=cfg)
-                    check_model_and_math(out, x, b, model_w, math_w, dtype, f"{cfg.name} M={M} bias={b is not None}")
+            check_rows_and_bias(lambda x, b: mixgemm.gemm(x, packed, b, config=cfg), M_VALUES, K, N, bias, model_w,
+                                math_w, dtype, cfg.name)
 
 
 def test_group_boundaries_inside_k_tiles():

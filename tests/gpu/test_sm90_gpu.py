@@ -14,8 +14,8 @@ import torch
 import mixgemm
 from mixgemm import formats, sm90
 from mixgemm.config import GemmConfig
-from gpu_helpers import (DEVICE, check_model_and_math, poison_allocator, random_activations, random_int_checkpoint,
-                         sm90_layout_terms)
+from gpu_helpers import (DEVICE, check_model_and_math, check_rows_and_bias, poison_allocator, random_activations,
+                         random_int_checkpoint, sm90_layout_terms)
 
 pytestmark = pytest.mark.gpu
 
@@ -71,12 +71,8 @@ def test_every_kernel_against_float64(K, N, G, zeros, dtype, bits):
     for config in sm90.compiled_sm90_configs(dtype, bits):
         if N % config.tile_n:
             continue
-        for M in M_VALUES:
-            x = random_activations(M, K, dtype)
-            for b in (None, bias):
-                poison_allocator(M * N * 2)
-                out = sm90.gemm_sm90(x, packed, b, config=config)
-                check_model_and_math(out, x, b, model_w, math_w, dtype, f"{config.name} M={M} bias={b is not None}")
+        check_rows_and_bias(lambda x, b: sm90.gemm_sm90(x, packed, b, config=config), M_VALUES, K, N, bias, model_w,
+                            math_w, dtype, config.name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
