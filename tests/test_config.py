@@ -492,8 +492,11 @@ def test_sm90_full_set():
 
 def test_sm90_minimal_set():
     assert gen.sm90_set("minimal") == [(gen.SM90_MINIMAL[0], "offset", act, bits) for act in gen.ACT_TYPES
-                                       for bits in gen.WEIGHT_BITS]
-    # CI's schedule is a sweep candidate; FULL is one too (the sweep compares what the dispatcher picks).
+                                       for bits in gen.WEIGHT_BITS] + [
+                                           (gen.SM90_MINIMAL_STREAM_K, "offset", "__half", 4)]
+    # The stream-K twin is the persistent schedule with the other scheduler, and one the dispatcher uses.
+    assert gen.SM90_MINIMAL_STREAM_K[:5] == gen.SM90_MINIMAL[0][:5] and gen.SM90_MINIMAL_STREAM_K in gen.SM90_FULL
+    # CI's schedules are sweep candidates; FULL is too (the sweep compares what the dispatcher picks).
     assert set(gen.SM90_MINIMAL) <= set(gen.SM90_CANDIDATES) and set(gen.SM90_FULL) <= set(gen.SM90_CANDIDATES)
 
 

@@ -54,6 +54,7 @@ SM90_128 = GemmConfig.sm90(128, 128, 64, 1, 1, "coop", "persistent")
 SM80_TILE = GemmConfig(16, 256, 64, 16, 64, 64, 3)
 HAND_COMPILED = (SM80_TILE, GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 256, 64, 64, 64, 64, 3),
                  GemmConfig.gemv(8, 4), GemmConfig.gemv(16, 4), SM90_16, SM90_64, SM90_128)
+SM90_FLAGS = 48  # the stream-K flag count the fake sizing reports
 SM90_MODES = {SM90_16.tile: ("offset",), SM90_64.tile: ("offset", "scale"), SM90_128.tile: ("offset", "scale")}
 
 
@@ -101,18 +102,18 @@ class FakeGPU:
                         "none" if split_k == 1 else "serial", bf16, stream, bits, "gemv", sm90_layout)
         return run
 
-    def prepare_gemm_sm90(self, tile, M, N, K, G, bf16, bits, split_k):
-        # The sm90 GEMM: stream-K's workspace and its size in bytes instead of split-K buffers.
-        def run(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, stream):
-            assert (workspace != 0) == (workspace_bytes > 0)
-            self.launch(tile, x, packed, scales, offsets, bias, out, workspace, 0, M, N, K, G, split_k,
+    def prepare_gemm_sm90(self, tile, M, N, K, G, bf16, bits, split_k, workspace_bytes, semaphore_count):
+        # The sm90 GEMM: stream-K's workspace and flags, their sizes bound with the shape.
+        def run(x, packed, scales, offsets, bias, out, workspace, semaphores, stream):
+            assert (workspace != 0) == (workspace_bytes > 0) and (semaphores != 0) == (semaphore_count > 0)
+            self.launch(tile, x, packed, scales, offsets, bias, out, workspace, semaphores, M, N, K, G, split_k,
                         "none" if split_k == 1 else "serial", bf16, stream, bits, "sm90", True)
-            self.launches[-1]["workspace_bytes"] = workspace_bytes
+            self.launches[-1].update(workspace_bytes=workspace_bytes, semaphore_count=semaphore_count)
         return run
 
     def sm90_workspace_size(self, tile, M, N, K, G, bf16, bits, zero_points, split_k):
         self.workspace_queries.append(dict(tile=tile, M=M, zero_points=zero_points, split_k=split_k))
-        return 4096
+        return 4096, SM90_FLAGS
 
 
 @pytest.fixture
@@ -365,7 +366,10 @@ def test_sm90_weight_runs_the_sm90_gemm(sm90_build, scale_only):
     mixgemm.gemm(torch.zeros(64, K, dtype=F16), w)
     launch = gpu.launches[-1]
     assert (launch["path"], launch["tile"], launch["M"], launch["N"], launch["K"]) == ("sm90", SM90_64.tile, 64, N, K)
-    assert launch["workspace"] and launch["workspace_bytes"] == 4096 and not launch["semaphores"]
+    assert launch["workspace"] and launch["workspace_bytes"] == 4096
+    # Stream-K's flags come from the per-stream semaphore buffer, at least as many as the sizing asked for.
+    assert launch["semaphores"] and launch["semaphore_count"] == SM90_FLAGS
+    assert [b.numel() >= SM90_FLAGS for b in ops._semaphores.values()] == [True]
     # Symmetric weights run the scale-only kernel where it is compiled: no offsets pointer.
     assert (launch["offsets"] == 0) == scale_only
     assert launch["offsets"] in (0, w.offsets.data_ptr())

@@ -194,10 +194,13 @@ SM90_CANDIDATES = SM90_FULL + [
     (128, 128, 1, 1, "coop", "persistent"),
     (256, 128, 2, 1, "coop", "persistent"),
 ]
-# CI's 2-core build: one schedule, each dtype x width (every code path of the runner and epilogue).
+# CI's 2-core build: one schedule, each dtype x width (every code path of the runner and epilogue), and
+# its stream-K twin for fp16 x int4 only, so CI compiles our stream-K scheduler (self_resetting_stream_k.cuh)
+# and a minimal GPU build tests it.
 SM90_MINIMAL = [
     (128, 128, 1, 1, "coop", "persistent"),
 ]
+SM90_MINIMAL_STREAM_K = (128, 128, 1, 1, "coop", "streamk")
 # Conversion modes: "scale" for symmetric weights (W = q * s), "offset" with folded zero points
 # (W = q * s + offset). Only "offset" is built: symmetric weights run it with zero offsets. Against the
 # scale-only specialization (tools/path_probe.py, H100, 24 cells of the DESIGN shapes at M >= 64 per
@@ -216,7 +219,8 @@ def sm90_kernels(schedules, modes, acts=tuple(ACT_TYPES), bits=WEIGHT_BITS) -> l
 def sm90_set(name: str) -> list[tuple]:
     if name == "full":
         return sm90_kernels(SM90_FULL, SM90_BUILT_MODES)
-    minimal = sm90_kernels(SM90_MINIMAL, SM90_BUILT_MODES)
+    minimal = sm90_kernels(SM90_MINIMAL, SM90_BUILT_MODES) + sm90_kernels([SM90_MINIMAL_STREAM_K],
+                                                                           SM90_BUILT_MODES, ("__half",), (4,))
     if name == "minimal":
         return minimal
     # sweep: every candidate for fp16 x int4 with zero points, scale-only for three schedules (to keep
@@ -245,7 +249,7 @@ def generate_sm90(kernels: list[tuple], out: pathlib.Path) -> list[pathlib.Path]
                  f"{cluster_n}, Schedule::{SM90_SCHEDULES[schedule]}, "
                  f"Scheduler::{SM90_SCHEDULERS[scheduler]}")
         decls = [f"template void launch_sm90<{targs}>(const Args&, cudaStream_t);\n",
-                 f"template int64_t workspace_sm90<{targs}>(const Args&);\n"]
+                 f"template Workspace workspace_sm90<{targs}>(const Args&);\n"]
         externs += ["extern " + d for d in decls]
         rows.append(
             f"    {{{{{tile_m}, {tile_n}, {SM90_TILE_K}, {cluster_m}, {cluster_n}, "

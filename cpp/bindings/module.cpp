@@ -101,8 +101,9 @@ Sm90ConfigTuple sm90_tuple_of(const mixgemm::sm90::Config& c) {
 // The pointers and sizes of one sm90 call; offsets == 0 selects the scale-only mode.
 mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
                                  std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out,
-                                 std::uintptr_t workspace, int64_t workspace_bytes, int M, int N, int K,
-                                 int group_size, bool bf16, int bits, int split_k) {
+                                 std::uintptr_t workspace, int64_t workspace_bytes, std::uintptr_t locks,
+                                 int64_t lock_count, int M, int N, int K, int group_size, bool bf16, int bits,
+                                 int split_k) {
   mixgemm::sm90::Args args;
   args.A = ptr<const void>(x);
   args.B = ptr<const void>(packed);
@@ -112,6 +113,8 @@ mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::u
   args.D = ptr<void>(out);
   args.workspace = ptr<void>(workspace);
   args.workspace_bytes = workspace_bytes;
+  args.locks = ptr<int32_t>(locks);
+  args.lock_count = lock_count;
   args.M = M, args.N = N, args.K = K, args.group_size = group_size;
   args.act = act_of(bf16);
   args.bits = bits;
@@ -124,8 +127,8 @@ mixgemm::sm90::Args sm90_args_of(std::uintptr_t x, std::uintptr_t packed, std::u
 // every call, and the raw entry points' 16-18 arguments (config tuples, mode strings) cost the host more
 // than the launch itself (issue 9). `run` goes through the same runner (and its rule checks) as they do.
 struct PreparedLaunch {
-  // The addresses of one call. `extra` is the split-K semaphores' address on the sm80 and decode paths and
-  // the workspace's size in bytes on the sm90 path.
+  // The addresses of one call. `extra` is the split semaphores' address: the sm80 and decode paths' tile
+  // counters, the sm90 path's stream-K flags (all zero between calls).
   struct Addresses {
     std::uintptr_t x, packed, scales, offsets, bias, out, workspace, extra;
   };
@@ -315,8 +318,7 @@ PYBIND11_MODULE(_C, m) {
   // --- Prepared launches (issue 9): one per plan, called with the addresses of each call ---
   py::class_<PreparedLaunch>(m, "PreparedLaunch",
                              "a call shape's launch with its config and sizes bound; call it with (x, packed, "
-                             "scales, offsets, bias, out, workspace, extra, stream) addresses, extra being the "
-                             "split-K semaphores (sm80, decode) or the workspace's bytes (sm90)")
+                             "scales, offsets, bias, out, workspace, semaphores, stream) addresses")
       .def("__call__",
            [](const PreparedLaunch& launch, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
               std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
@@ -357,21 +359,23 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "prepare_gemm_sm90",
-      [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits, int split_k) {
+      [](const Sm90ConfigTuple& config, int M, int N, int K, int group_size, bool bf16, int bits, int split_k,
+         int64_t workspace_bytes, int64_t semaphore_count) {
         const auto sm90 = sm90_config_of(config);
-        return PreparedLaunch{"sm90 " + sm90.name() + " split_k=" + std::to_string(split_k) + " M=" +
-                                  std::to_string(M),
-                              [sm90, M, N, K, group_size, bf16, bits, split_k](const PreparedLaunch::Addresses& a,
-                                                                               cudaStream_t stream) {
-                                mixgemm::sm90::run(sm90,
-                                                   sm90_args_of(a.x, a.packed, a.scales, a.offsets, a.bias, a.out,
-                                                                a.workspace, static_cast<int64_t>(a.extra), M, N,
-                                                                K, group_size, bf16, bits, split_k),
-                                                   stream);
-                              }};
+        return PreparedLaunch{
+            "sm90 " + sm90.name() + " split_k=" + std::to_string(split_k) + " M=" + std::to_string(M),
+            [=](const PreparedLaunch::Addresses& a, cudaStream_t stream) {
+              mixgemm::sm90::run(sm90,
+                                 sm90_args_of(a.x, a.packed, a.scales, a.offsets, a.bias, a.out, a.workspace,
+                                              workspace_bytes, a.extra, semaphore_count, M, N, K, group_size, bf16,
+                                              bits, split_k),
+                                 stream);
+            }};
       },
       py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
-      py::arg("bits"), py::arg("split_k") = 1, "gemm_sm90's launch for one call shape");
+      py::arg("bits"), py::arg("split_k"), py::arg("workspace_bytes"), py::arg("semaphore_count"),
+      "gemm_sm90's launch for one call shape, with the workspace bytes and semaphore count that "
+      "gemm_sm90_workspace_size gave for it");
 
   // --- Peers: kernels the profiler times ours against (mixgemm/bench/peers.py), not library paths ---
   m.def(
@@ -418,28 +422,32 @@ PYBIND11_MODULE(_C, m) {
          bool zero_points, int split_k) {
         // Placeholder addresses (16-byte aligned, never dereferenced) so the rule checks see a real call.
         const std::uintptr_t p = 256;
-        return mixgemm::sm90::workspace_size(
+        const auto need = mixgemm::sm90::workspace_size(
             sm90_config_of(config),
-            sm90_args_of(p, p, p, zero_points ? p : 0, 0, p, 0, 0, M, N, K, group_size, bf16, bits, split_k));
+            sm90_args_of(p, p, p, zero_points ? p : 0, 0, p, 0, 0, 0, 0, M, N, K, group_size, bf16, bits, split_k));
+        return std::make_pair(need.bytes, need.locks);
       },
       py::arg("config"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("bf16"),
       py::arg("bits"), py::arg("zero_points"), py::arg("split_k") = 1,
-      "workspace bytes one sm90 call needs (0 for persistent configs)");
+      "(workspace bytes, int32 semaphores) one sm90 call needs: stream-K's fp32 partials and split flags, the "
+      "flags zero before the call (it leaves them zero); (0, 0) for persistent configs");
 
   m.def(
       "gemm_sm90",
       [](const Sm90ConfigTuple& config, std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
          std::uintptr_t offsets, std::uintptr_t bias, std::uintptr_t out, std::uintptr_t workspace,
-         int64_t workspace_bytes, int M, int N, int K, int group_size, bool bf16, int bits, std::uintptr_t stream,
-         int split_k) {
+         int64_t workspace_bytes, std::uintptr_t semaphores, int64_t semaphore_count, int M, int N, int K,
+         int group_size, bool bf16, int bits, std::uintptr_t stream, int split_k) {
         mixgemm::sm90::run(sm90_config_of(config),
-                           sm90_args_of(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, M, N,
-                                        K, group_size, bf16, bits, split_k),
+                           sm90_args_of(x, packed, scales, offsets, bias, out, workspace, workspace_bytes, semaphores,
+                                        semaphore_count, M, N, K, group_size, bf16, bits, split_k),
                            stream_of(stream));
       },
       py::arg("config"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"), py::arg("bias"),
-      py::arg("out"), py::arg("workspace"), py::arg("workspace_bytes"), py::arg("M"), py::arg("N"), py::arg("K"),
+      py::arg("out"), py::arg("workspace"), py::arg("workspace_bytes"), py::arg("semaphores"),
+      py::arg("semaphore_count"), py::arg("M"), py::arg("N"), py::arg("K"),
       py::arg("group_size"), py::arg("bf16"), py::arg("bits"), py::arg("stream"), py::arg("split_k") = 1,
       "y = x @ W (+ bias) on the sm90 path; packed must be in the sm90 layout (prepack_sm90); offsets = 0 "
-      "selects the scale-only kernel; split_k > 1 (stream-K configs) splits K in split_k runs");
+      "selects the scale-only kernel; split_k > 1 (stream-K configs) splits K in split_k runs; workspace and "
+      "semaphores as gemm_sm90_workspace_size gives them (the semaphores zeroed; the call leaves them zero)");
 }

@@ -100,8 +100,8 @@ class _Plan:
 
     ``launch`` is the extension's PreparedLaunch for the path, config and sizes, so a call only hands it the
     addresses of its tensors and buffers and its stream: ``launch(x, packed, scales, offsets, bias, out,
-    workspace, extra, stream)``, where ``extra`` is the split-K semaphores' address (sm80 and decode paths)
-    or the workspace's size in bytes (sm90 path). The dequant path's ``launch`` is :func:`_dequant_matmul`,
+    workspace, semaphores, stream)``, where ``semaphores`` is the address of the split counters (sm80 and
+    decode paths) or stream-K flags (sm90 path). The dequant path's ``launch`` is :func:`_dequant_matmul`,
     which takes the tensors themselves (its GEMM is PyTorch's).
     """
 
@@ -109,20 +109,21 @@ class _Plan:
     device: torch.device
     launch: Callable
     workspace_bytes: int = 0  # split-K's fp32 partials (sm80, decode) or stream-K's workspace (sm90)
-    semaphore_count: int = 0  # serial split-K's tile counters (sm80, decode)
+    semaphore_count: int = 0  # serial split-K's tile counters (sm80, decode) or stream-K's flags (sm90)
     offsets: bool = True  # sm90 path: False runs the scale-only kernel
 
 
-# Serial split-K semaphores, per (device, stream): zero-initialised once; every kernel leaves them zero
-# again, so the hot path needs no memset (and CUDA-graph replays stay valid). Per stream because two
+# Split semaphores (the sm80 and decode paths' tile counters, the sm90 path's stream-K flags), per
+# (device, stream): zero-initialised once; every kernel leaves them zero again, so the hot path needs no
+# memset (and CUDA-graph replays stay valid). Per stream because two
 # serial GEMMs running at once on different streams must not share tile counters.
 _semaphores: dict[tuple[torch.device, int], torch.Tensor] = {}
 _MIN_SEMAPHORES = 4096
 
 # Workspaces (split-K partials, stream-K's scratch), per (device, stream), reused by eager calls: allocating
 # one per call cost the host as much as the launch (issue 9). Calls on one stream run in order and every
-# kernel writes its workspace before reading it (stream-K's flags are cleared by its own launch), so one
-# buffer serves them all. Under CUDA-graph capture each call allocates its own, from the graph's pool, so a
+# kernel writes its workspace before reading it (the flags that say what is written live among the
+# semaphores), so one buffer serves them all. Under CUDA-graph capture each call allocates its own, from the graph's pool, so a
 # replay never shares memory with eager calls or with another graph; and a workspace above
 # _MAX_CACHED_WORKSPACE_BYTES (split-K at large M, where the kernel dwarfs an allocation) is allocated per
 # call as well, so no large buffer outlives its call.
@@ -281,13 +282,11 @@ def _launch_on_current_device(plan: _Plan, x2: torch.Tensor, w: PackedWeight, bi
     # Kept referenced until the launch is queued (a per-call workspace goes back to the allocator after it,
     # in stream order).
     workspace = _workspace(plan.device, stream, plan.workspace_bytes) if plan.workspace_bytes else None
-    if plan.config.path == "sm90":  # the launch's `extra` is the workspace's size
-        extra = plan.workspace_bytes
-    else:
-        extra = _semaphore_buffer(plan.device, stream, plan.semaphore_count).data_ptr() if plan.semaphore_count else 0
+    semaphores = _semaphore_buffer(plan.device, stream, plan.semaphore_count) if plan.semaphore_count else None
     plan.launch(x2.data_ptr(), w.packed.data_ptr(), w.scales.data_ptr(), w.offsets.data_ptr() if plan.offsets else 0,
                 bias.data_ptr() if bias is not None else 0, out.data_ptr(),
-                workspace.data_ptr() if workspace is not None else 0, extra, stream)
+                workspace.data_ptr() if workspace is not None else 0,
+                semaphores.data_ptr() if semaphores is not None else 0, stream)
 
 
 # The dequant path's expansion kernel reads one scale row per 16-deep slab of the packed layouts.
@@ -367,9 +366,10 @@ def _make_plan(fn: str, state: _WeightState, M: int, config) -> _Plan:
         # Symmetric weights run the scale-only kernel where it is compiled (their offsets are all zero),
         # else the zero-point kernel with those zero offsets: the same result.
         offsets = not (state.scale_only and "scale" in sm90_modes(bf16, state.bits)[config.tile])
-        nbytes = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets, config.split_k)
-        return _Plan(config, state.device, ext.prepare_gemm_sm90(config.tile, *sizes, bf16, state.bits, config.split_k),
-                     workspace_bytes=nbytes, offsets=offsets)
+        nbytes, semaphores = ext.gemm_sm90_workspace_size(config.tile, *sizes, bf16, state.bits, offsets,
+                                                          config.split_k)
+        launch = ext.prepare_gemm_sm90(config.tile, *sizes, bf16, state.bits, config.split_k, nbytes, semaphores)
+        return _Plan(config, state.device, launch, nbytes, semaphores, offsets=offsets)
     if config.path == "gemv":
         floats, semaphores = ext.gemv_workspace_size(M, state.n, config.split_k)
         launch = ext.prepare_gemv(config.gemv_key, *sizes, config.split_k, bf16, state.bits, state.layout == "sm90")

@@ -133,6 +133,43 @@ def test_split_k_against_float64_and_repeatable_bit_for_bit(dtype, bits):
                     assert torch.equal(sm90.gemm_sm90(x, packed, b, config=cfg), out), f"{cfg.name} M={M}"
 
 
+def test_stream_k_flags_are_zero_after_every_call():
+    """Stream-K kernels keep their split flags in the per-stream semaphore buffer (mixgemm.ops) instead of
+    clearing them with a memset per launch: the unit finishing a tile resets its flag. Calls of different
+    shapes, splits and decompositions on one stream share the flags, so a flag left non-zero would make the
+    next call read partials too early or wait forever. Checked here: every call against float64, and the
+    whole buffer zero after each. Shapes: split-K (2, 3, 16 splits of 16 k-tiles); split_k = 1 on 50 and 150
+    output tiles, where CUTLASS's heuristic (a last wave under half the H100's 132 SMs) runs stream-K units
+    that cross tiles, alone or after a data-parallel wave; and a few tiles of M = 64, whatever it picks."""
+    _require_sm90()
+    from mixgemm import ops
+
+    dtype = torch.float16
+    for config in _stream_k_configs(dtype, 4):
+        cases = [(1024, 256, split, M) for split in (2, 3, 16) for M in (1, 130)]
+        cases += [(1024, 25 * config.tile_n, 1, 2 * config.tile_m), (1024, 75 * config.tile_n, 1, 2 * config.tile_m),
+                  (1024, 256, 1, 64)]
+        weights = {}
+        for K, N, split, M in cases:
+            if (K, N) not in weights:
+                torch.manual_seed(N)
+                weights[K, N] = _weight(K, N, 128, dtype, 4, True)
+            packed, model_w, math_w = weights[K, N]
+            cfg = config.with_split_k(split)
+            nbytes, flags = ops.extension().gemm_sm90_workspace_size(cfg.tile, M, N, K, 128, False, 4, True, split)
+            if split > 1 or N > 256:  # the cases that split tiles (on 132 SMs): they need partials and flags
+                assert nbytes > 0 and flags > 0, (cfg.name, M, N)
+            x = random_activations(M, K, dtype)
+            poison_allocator(M * N * 2)
+            out = sm90.gemm_sm90(x, packed, config=cfg)
+            what = f"{cfg.name} M={M} N={N}"
+            check_model_and_math(out, x, None, model_w, math_w, dtype, what)
+            torch.cuda.synchronize()
+            buffers = [b for (device, _), b in ops._semaphores.items() if device == x.device]
+            assert buffers, what
+            assert all(int(b.count_nonzero()) == 0 for b in buffers), f"flags left set after {what}"
+
+
 def test_split_k_under_cuda_graph_replay():
     _require_sm90()
     dtype = torch.float16

@@ -90,9 +90,10 @@ void can_implement(const Config& config, const Args& args) {
           });
   require(args.workspace_bytes >= 0 && aligned(args.workspace, 16),
           [&] { return fn("workspace must be 16-byte aligned"); });
+  require(args.lock_count >= 0 && aligned(args.locks, 4), [&] { return fn("locks must be 4-byte aligned"); });
 }
 
-int64_t workspace_size(const Config& config, const Args& args) {
+Workspace workspace_size(const Config& config, const Args& args) {
   can_implement(config, args);
   require_cuda_device();
   Args a = args;

@@ -17,7 +17,7 @@ namespace {
 bool available() { return false; }
 std::vector<CompiledKernel> compiled(ActType, int) { return {}; }
 void can_implement(const Config&, const Args&) { unavailable(); }
-int64_t workspace_size(const Config&, const Args&) { unavailable(); }
+Workspace workspace_size(const Config&, const Args&) { unavailable(); }
 void run(const Config&, const Args&, cudaStream_t) { unavailable(); }
 
 }  // namespace mixgemm::sm90

@@ -24,6 +24,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "mixgemm/sm90/reorder_layout.cuh"
+#include "mixgemm/sm90/self_resetting_stream_k.cuh"
 #include "mixgemm/sm90/sm90_args.h"
 
 namespace mixgemm::sm90 {
@@ -58,8 +59,10 @@ struct ScheduleTags<Schedule::kPingpong> {
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
 };
 
+// Stream-K configs run CUTLASS's stream-K scheduler with its split flags kept in our always-zero
+// per-stream buffer (self_resetting_stream_k.cuh), so a launch needs no memset.
 template <Scheduler s>
-using SchedulerTag = cute::conditional_t<s == Scheduler::kStreamK, cutlass::gemm::StreamKScheduler,
+using SchedulerTag = cute::conditional_t<s == Scheduler::kStreamK, SelfResettingStreamKScheduler,
                                          cutlass::gemm::PersistentScheduler>;
 
 // Template arguments use our naming (TileM tokens, TileN weight columns; see sm90_args.h).

@@ -14,7 +14,7 @@ namespace mixgemm::sm90 {
 
 // The function types the registry stores.
 using LaunchFn = void (*)(const Args&, cudaStream_t);
-using WorkspaceFn = int64_t (*)(const Args&);
+using WorkspaceFn = Workspace (*)(const Args&);
 
 template <class Types>
 typename Types::Gemm::Arguments make_arguments(const Args& a) {
@@ -57,6 +57,7 @@ typename Types::Gemm::Arguments make_arguments(const Args& a) {
 
   typename Kernel::TileSchedulerArguments scheduler{};
   if constexpr (Types::kStreamK) {
+    scheduler.locks = a.locks;
     if (a.split_k > 1) {
       using StreamK = typename Kernel::TileScheduler;
       scheduler.splits = a.split_k;
@@ -72,8 +73,20 @@ typename Types::Gemm::Arguments make_arguments(const Args& a) {
 }
 
 template <class Types>
-int64_t workspace_bytes(const Args& a) {
-  return static_cast<int64_t>(Types::Gemm::get_workspace_size(make_arguments<Types>(a)));
+Workspace workspace_of(const typename Types::Gemm::Arguments& arguments) {
+  using Kernel = typename Types::Kernel;
+  Workspace w;
+  w.bytes = static_cast<int64_t>(Types::Gemm::get_workspace_size(arguments));
+  // No partials, no split tile (a data-parallel decomposition): no flag is touched either.
+  if constexpr (Types::kStreamK)
+    if (w.bytes > 0) w.locks = Kernel::TileScheduler::lock_count(arguments.scheduler, arguments.problem_shape,
+                                                Kernel::NumMmaWarpGroups);
+  return w;
+}
+
+template <class Types>
+Workspace workspace(const Args& a) {
+  return workspace_of<Types>(make_arguments<Types>(a));
 }
 
 template <class Types>
@@ -84,12 +97,18 @@ void launch(const Args& a, cudaStream_t stream) {
     return std::string("gemm_sm90: CUTLASS rejects this problem for the chosen config (alignment, group size or "
                        "tile rules)");
   });
-  const int64_t need = static_cast<int64_t>(Gemm::get_workspace_size(arguments));
-  require(need <= a.workspace_bytes && (need == 0 || a.workspace != nullptr), [&] {
-    return "gemm_sm90: this config needs a workspace of " + std::to_string(need) + " bytes, got " +
+  const Workspace need = workspace_of<Types>(arguments);
+  require(need.bytes <= a.workspace_bytes && (need.bytes == 0 || a.workspace != nullptr), [&] {
+    return "gemm_sm90: this config needs a workspace of " + std::to_string(need.bytes) + " bytes, got " +
            std::to_string(a.workspace_bytes);
   });
+  require(need.locks <= a.lock_count && (need.locks == 0 || a.locks != nullptr), [&] {
+    return "gemm_sm90: this config needs " + std::to_string(need.locks) + " zeroed split flags, got " +
+           std::to_string(a.lock_count);
+  });
   Gemm gemm;
+  // initialize() only converts the arguments and sets the kernel's shared-memory limit: the stream-K
+  // scheduler's workspace needs no clearing (self_resetting_stream_k.cuh).
   cutlass::Status status = gemm.initialize(arguments, a.workspace, stream);
   if (status != cutlass::Status::kSuccess)
     throw std::runtime_error(std::string("gemm_sm90: kernel initialization failed: ") +
@@ -109,8 +128,8 @@ void launch_sm90(const Args& a, cudaStream_t stream) {
 
 template <ActType act, int bits, Mode mode, int TileM, int TileN, int ClusterM, int ClusterN, Schedule schedule,
           Scheduler scheduler>
-int64_t workspace_sm90(const Args& a) {
-  return workspace_bytes<KernelTypes<act, bits, mode, TileM, TileN, ClusterM, ClusterN, schedule, scheduler>>(a);
+Workspace workspace_sm90(const Args& a) {
+  return workspace<KernelTypes<act, bits, mode, TileM, TileN, ClusterM, ClusterN, schedule, scheduler>>(a);
 }
 
 }  // namespace mixgemm::sm90

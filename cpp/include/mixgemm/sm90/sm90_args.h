@@ -55,6 +55,13 @@ struct Config {
   }
 };
 
+// What one call needs besides its operands: the stream-K partials' bytes and split flags (both 0 for the
+// persistent scheduler).
+struct Workspace {
+  int64_t bytes = 0;
+  int64_t locks = 0;
+};
+
 // Device pointers and sizes of one call: D[M, N] = A[M, K] @ W + bias, W = q * scales (+ offsets).
 struct Args {
   const void* A = nullptr;        // activations x [M, K], row-major, ActType
@@ -63,8 +70,12 @@ struct Args {
   const void* offsets = nullptr;  // [K/G, N], ActType; null selects Mode::kScale
   const void* bias = nullptr;     // [N], ActType, or null
   void* D = nullptr;              // y [M, N], row-major, ActType
-  void* workspace = nullptr;      // workspace_size() bytes (stream-K), 16-byte aligned, or null when it is 0
+  void* workspace = nullptr;      // workspace_size().bytes (stream-K), 16-byte aligned, or null when it is 0
   int64_t workspace_bytes = 0;
+  // Stream-K configs: workspace_size().locks int32 split flags, all zero before the launch; the kernel
+  // leaves them zero again (self_resetting_stream_k.cuh), so one buffer serves every call on a stream.
+  int32_t* locks = nullptr;
+  int64_t lock_count = 0;
   int M = 0, N = 0, K = 0, group_size = 0;
   ActType act = ActType::kFloat16;
   int bits = 4;                   // 4 (int4) or 8 (int8)

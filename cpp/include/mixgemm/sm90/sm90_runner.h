@@ -29,8 +29,9 @@ std::vector<CompiledKernel> compiled(ActType act, int bits);
 // 64 dividing K; x, weight, scales, offsets, output and bias 16-byte aligned (TMA).
 void can_implement(const Config& config, const Args& args);
 
-// Workspace bytes a call needs (stream-K partials and flags; 0 for the persistent scheduler).
-int64_t workspace_size(const Config& config, const Args& args);
+// What a call needs besides its operands: stream-K's partials (bytes) and zeroed split flags (count);
+// both 0 for the persistent scheduler.
+Workspace workspace_size(const Config& config, const Args& args);
 
 // can_implement, then launches D = A @ dequant(B) (+ bias) on `stream`. Throws std::runtime_error on
 // CUDA errors, and when the current GPU is not compute capability 9.0 (sm_90a code runs nowhere else).
