@@ -150,6 +150,7 @@ def gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(ops, "_plans", {})
     monkeypatch.setattr(ops, "_devices", {})
     monkeypatch.setattr(ops, "_semaphores", {})
+    monkeypatch.setattr(ops, "_outgrown_semaphores", [])
     monkeypatch.setattr(ops, "_workspaces", {})
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))
     return fake
@@ -519,6 +520,21 @@ def test_large_workspaces_are_not_kept(gpu, monkeypatch):
     w = packed_weight()
     mixgemm.gemm(torch.zeros(4, K, dtype=F16), w, config=split_config())  # 2 x 4 x 128 fp32 = 4 KiB
     assert gpu.launches[-1]["workspace"] and ops._workspaces == {}
+
+
+def test_outgrown_semaphore_buffers_stay_allocated(gpu, monkeypatch):
+    # A CUDA graph keeps the address of the buffer that was current when it was captured, so a larger call
+    # replaces the buffer but must not free it; the replacement at least doubles, so few are kept.
+    monkeypatch.setattr(ops, "_MIN_SEMAPHORES", 16)
+    cpu = torch.device("cpu")
+    first = ops._semaphore_buffer(cpu, 0, 10)
+    assert first.numel() == 16 and ops._semaphore_buffer(cpu, 0, 16) is first and ops._outgrown_semaphores == []
+    second = ops._semaphore_buffer(cpu, 0, 17)
+    assert second.numel() == 32 and int(second.count_nonzero()) == 0
+    assert ops._outgrown_semaphores == [first] and ops._semaphores[(cpu, 0)] is second
+    assert ops._semaphore_buffer(cpu, 0, 100).numel() == 100 and ops._outgrown_semaphores == [first, second]
+    # Another stream has its own buffer: nothing is outgrown.
+    assert ops._semaphore_buffer(cpu, 1, 5).numel() == 16 and len(ops._outgrown_semaphores) == 2
 
 
 def test_calls_without_split_k_take_no_workspace(gpu):

@@ -119,6 +119,10 @@ class _Plan:
 # serial GEMMs running at once on different streams must not share tile counters.
 _semaphores: dict[tuple[torch.device, int], torch.Tensor] = {}
 _MIN_SEMAPHORES = 4096
+# A buffer outgrown by a larger call is kept, never freed: a CUDA graph captured while it was current
+# launches with its address on every replay, and memory handed back to the allocator could be reused and
+# hold non-zero words. Each replacement is at least twice as large, so few are kept.
+_outgrown_semaphores: list[torch.Tensor] = []
 
 # Workspaces (split-K partials, stream-K's scratch), per (device, stream), reused by eager calls: allocating
 # one per call cost the host as much as the launch (issue 9). Calls on one stream run in order and every
@@ -162,8 +166,17 @@ def _stream_buffer(cache: dict, device: torch.device, stream: int, count: int, a
 
 
 def _semaphore_buffer(device: torch.device, stream: int, count: int) -> torch.Tensor:
-    return _stream_buffer(_semaphores, device, stream, count,
-                          lambda d: torch.zeros(max(count, _MIN_SEMAPHORES), dtype=torch.int32, device=d))
+    outgrown = _semaphores.get((device, stream))
+    buffer = _stream_buffer(_semaphores, device, stream, count,
+                            lambda d: torch.zeros(max(count, _MIN_SEMAPHORES, 2 * _numel(outgrown)), dtype=torch.int32,
+                                                  device=d))
+    if outgrown is not None and buffer is not outgrown:
+        _outgrown_semaphores.append(outgrown)
+    return buffer
+
+
+def _numel(tensor: torch.Tensor | None) -> int:
+    return 0 if tensor is None else tensor.numel()
 
 
 def _workspace(device: torch.device, stream: int, nbytes: int) -> torch.Tensor:
