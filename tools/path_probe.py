@@ -4,7 +4,8 @@
 For each shape and M, the kernel families named by ``--paths``:
   auto   ``config="auto"`` on both weight layouts;
   gemv   the decode path on both layouts (its heuristic split), M <= 16;
-  sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only);
+  sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only), the stream-K
+         ones also split K by each of ``--sm90-splits``;
   sm80   every compiled sm80 config on each layout it is compiled for, each with the heuristic's split for its
          tile, and
          the cutlass2_fp16 peer (CUTLASS 2.x's dense fp16 mma.sync GEMM: this path's ceiling);
@@ -15,6 +16,7 @@ graphs, median of 7). Prints one line per (shape, M) with the winner and Marlin'
 section 7 has one, and writes every time to ``$OUT/path_probe.json`` (or ./path_probe.json):
 
     python tools/path_probe.py [--shapes 4096x4096,8192x28672] [--m 16,64,1024] [--paths sm80,auto]
+                               [--sm90-splits 2,4,8]
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def main() -> None:
     parser.add_argument("--m", type=lambda t: [int(v) for v in t.split(",")], default=MS)
     parser.add_argument("--paths", type=lambda t: t.split(","), default=["auto", "gemv", "sm90"],
                         help=f"comma-separated subset of {','.join(PATHS)} (auto,gemv,sm90)")
+    parser.add_argument("--sm90-splits", type=lambda t: [int(v) for v in t.split(",")], default=[],
+                        help="split-K factors (> 1) also timed on every sm90 stream-K config (none)")
     args = parser.parse_args()
     unknown = set(args.paths) - set(PATHS)
     if unknown:
@@ -103,6 +107,10 @@ def main() -> None:
                     run(c.name, ("sm90", True), c)
                     if "scale" in mixgemm.config.sm90_modes(False, 4)[c.tile]:
                         run(c.name + "[scale]", ("sm90", False), c)
+                    for split in args.sm90_splits if c.scheduler == "streamk" else []:
+                        if K // c.tile_k >= split > 1:
+                            cfg = c.with_split_k(split, "serial")
+                            run(cfg.name, ("sm90", True), cfg)
             if "sm80" in args.paths:
                 for layout in layouts:
                     for c in mixgemm.compiled_configs(dtype, 4, path="sm80", layout=layout):
