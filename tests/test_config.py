@@ -481,8 +481,8 @@ def test_sm90_full_set():
     # Every FULL schedule in each built mode, for both activation types and both widths.
     assert full == gen.sm90_kernels(gen.SM90_FULL, gen.SM90_BUILT_MODES)
     assert gen.SM90_BUILT_MODES == ("offset",)  # symmetric weights run the offset kernel with zero offsets
-    assert len(gen.SM90_FULL) == len(set(gen.SM90_FULL)) == 8
-    assert len(full) == len(set(full)) == 8 * 1 * 2 * 2
+    assert len(gen.SM90_FULL) == len(set(gen.SM90_FULL)) == 7
+    assert len(full) == len(set(full)) == 7 * 1 * 2 * 2
     assert {(act, bits) for _, _, act, bits in full} == {(a, b) for a in gen.ACT_TYPES for b in gen.WEIGHT_BITS}
     # FULL holds what the dispatcher picks: every schedule of tuning's sm90 choices is compiled.
     chosen = {(tm, tn, 1, 1, schedule, scheduler) for _, choices in tuning._SM90_CHOICES
@@ -771,9 +771,11 @@ def test_sm90_large_m_fills_the_gpu():
     assert sm90_pick(4096, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
     # M = 512: 448 tiles are 3.4 waves (85%): the stream-K twin of the same tile.
     assert sm90_pick(512, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_streamk"
-    # 4096 x 4096, M = 256: 32 tiles of 256 x 128 and 64 of 256 x 64 are under half a wave; 128 x 64 ping-pong
-    # makes 128 tiles.
-    assert sm90_pick(256, 4096, 4096).name == "sm90_128x64x64_c1x1_pingpong_persistent"
+    # 4096 x 4096, M = 256: 32 tiles of 256 x 128 and 64 of 256 x 64 are under half a wave; 64 tiles of
+    # 128 x 128 stream-K, split 2 ways to fill the GPU.
+    assert sm90_pick(256, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
+    # 8192 x 8192: 128 tiles of 256 x 64 fill it.
+    assert sm90_pick(256, 8192, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
     # Without its stream-K twin a short last wave keeps the persistent tile.
     no_twin = [c for c in SM90_LAYOUT if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
     assert sm90_pick(512, 28672, 8192, configs=no_twin).name == "sm90_256x128x64_c1x1_coop_persistent"

@@ -174,21 +174,24 @@ SM90_TILE_K = 64
 #    stream dominates and stream-K spreads the 1.7-wave tail of 224 weight tiles on 132 SMs.
 #  - 256 x 128 cooperative, persistent and stream-K: M > 128 where its tiles fill the GPU (the stream-K twin
 #    where the last wave is short, e.g. 3.4 waves at 8192 x 28672, M = 512).
-#  - 256 x 64 and 128 x 64 ping-pong: M > 128 on narrow weights, where 128-column tiles leave SMs idle.
+#  - 256 x 64 ping-pong: M > 128 on narrow weights, where 256 x 128 tiles leave SMs idle; 128 x 128 stream-K
+#    where both do.
 SM90_FULL = [
     (16, 128, 1, 1, "coop", "streamk"),
     (32, 128, 1, 1, "coop", "streamk"),
     (64, 128, 1, 1, "coop", "streamk"),
     (128, 128, 1, 1, "coop", "streamk"),
-    (128, 64, 1, 1, "pingpong", "persistent"),
     (256, 64, 1, 1, "pingpong", "persistent"),
     (256, 128, 1, 1, "coop", "persistent"),
     (256, 128, 1, 1, "coop", "streamk"),
 ]
 # Further candidates the device sweep compares (MIXGEMM_KERNELS=sweep, tools/path_probe.py); none of them
 # won a DESIGN cell by more than the run-to-run spread (~5% at M = 4096): persistent twins of the small
-# tiles, 128 x 128 persistent, and 256 x 128 with a 2 x 1 cluster sharing the weight tile by TMA multicast.
+# tiles, 128 x 128 persistent, 256 x 128 with a 2 x 1 cluster sharing the weight tile by TMA multicast, and
+# 128 x 64 ping-pong (M = 256 on 4096 x 4096: 19.6 us against 20.1 for 128 x 128 stream-K split 2 ways; on
+# 11008 x 4096 47.9 against 42.2).
 SM90_CANDIDATES = SM90_FULL + [
+    (128, 64, 1, 1, "pingpong", "persistent"),
     (32, 128, 1, 1, "coop", "persistent"),
     (64, 128, 1, 1, "coop", "persistent"),
     (128, 128, 1, 1, "coop", "persistent"),

@@ -134,15 +134,18 @@ def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
 # order, as (tile_m tokens, tile_n weight columns, schedule, scheduler). Up to 128 rows the token tile
 # matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads its
 # 1.7-wave tail, e.g. 224 tiles of 8192 x 28672 on 132 SMs); above, 256 x 128 cooperative tiles won where
-# they fill the GPU, and the narrower ping-pong tiles where they did not (4096 x 4096 at M = 256: 128 x 64
-# ping-pong 19.2 us against 32.8 for 256 x 128).
+# they fill the GPU, 256 x 64 ping-pong tiles where they did not, and 128 x 128 stream-K (split K where it
+# has few tiles, sm90_split) where neither does: 11008 x 4096 at M = 256 took 42.2 us split 2 ways against
+# 47.9 for 128 x 64 ping-pong, which was within 3% of it on 4096 x 4096 (20.1 / 19.6 us). A ping-pong CTA
+# with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only pay with two
+# tiles or more per SM.
 _SM90_CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
     (64, ((64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
-    (128, ((128, 128, "coop", "streamk"), (128, 64, "pingpong", "persistent"))),
+    (128, ((128, 128, "coop", "streamk"),)),
     (math.inf, ((256, 128, "coop", "persistent"), (256, 64, "pingpong", "persistent"),
-                (128, 64, "pingpong", "persistent"), (128, 128, "coop", "streamk"))),
+                (128, 128, "coop", "streamk"))),
 )
 # A persistent tile shape is taken only if it makes at least this share of a wave (fewer tiles leave SMs
 # idle: the next choice has more, smaller tiles); stream-K fills the GPU by construction.
