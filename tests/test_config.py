@@ -709,12 +709,10 @@ def test_sm90_layout_takes_the_decode_path_then_the_sm80_tiles():
     for M in range(9, 17):
         for N, K in [(4096, 4096), (28672, 8192)]:
             assert (sm90_pick(M, N, K).path, sm90_pick(M, N, K).tile_m) == ("sm80", 16), (M, N, K)
-    # 17..64 rows while M N K <= 1.5 Gi: 4096 x 4096 up to 64 rows, 4096 x 11008 up to 35, 8192 x 8192 up
-    # to 24, 28672 x 8192 never.
-    assert sm90_pick(64).path == "sm80" and sm90_pick(64).tile_m == 64 and sm90_pick(65).path == "sm90"
-    assert sm90_pick(35, 11008, 4096).path == "sm80" and sm90_pick(36, 11008, 4096).path == "sm90"
-    assert sm90_pick(24, 8192, 8192).path == "sm80" and sm90_pick(25, 8192, 8192).path == "sm90"
-    assert sm90_pick(17, 28672, 8192).path == "sm90"
+    # From 17 rows the sm90 GEMM, on small problems too: 4096 x 4096 at M = 32 is its 32-token tile split 4 ways.
+    for N, K in [(4096, 4096), (11008, 4096), (8192, 8192), (28672, 8192)]:
+        assert sm90_pick(17, N, K).path == "sm90" and sm90_pick(64, N, K).path == "sm90", (N, K)
+    assert sm90_pick(32).name == "sm90_32x128x64_c1x1_coop_streamk_k4s"
     # A build without sm80 tiles for the sm90 layout: the sm90 GEMM takes every row above the decode path.
     assert sm90_pick(9, configs=DECODE + SM90_FULL_CONFIGS).name == "sm90_16x128x64_c1x1_coop_streamk_k4s"
     # The sm80 layout's decode path stops at 8 rows, whatever the weight's size.
@@ -818,7 +816,7 @@ def test_sm90_heuristic_invariants(N, sms):
     for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
         cfg = sm90_pick(M, N, 8192, sms)
         assert "sm90" in cfg.layouts, (M, cfg)
-        mma_sync = M <= 16 or (M <= 64 and M * N * 8192 <= 3 << 29)
+        mma_sync = M <= 16
         assert cfg.path == ("gemv" if M <= 8 else "sm80" if mma_sync else "sm90"), (M, cfg)
         if cfg.path == "sm80":
             assert cfg in [c.with_split_k(cfg.split_k, cfg.split_k_mode) for c in SM80_ON_SM90_FULL], (M, cfg)
@@ -882,7 +880,6 @@ def test_sm90_layout_without_a_tile_of_n_falls_back_to_the_dequant_path():
 def test_sm90_layout_takes_sm80_tiles_only_below_the_rules_bound():
     # Even when handed large sm80 tiles, the sm90 layout's GEMM above the sm80 path's rows is an sm90 config.
     mixed = SM90_LAYOUT + [GemmConfig(128, 256, 64, 64, 64, 64, 3)]
-    for M in (65, 100, 4096):
+    for M in (17, 64, 100, 4096):
         assert sm90_pick(M, configs=mixed).path == "sm90"
-    for M in (17, 64):
-        assert sm90_pick(M, configs=mixed).path == "sm80"
+    assert sm90_pick(16, configs=mixed).path == "sm80"

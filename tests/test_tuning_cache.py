@@ -369,16 +369,16 @@ def test_resolve_config_of_an_sm90_weight(fake_device, hand_compiled):
 
 def test_resolve_config_runs_the_sm80_tiles_of_the_sm90_layout(fake_device, monkeypatch):
     # A build with the 16-row sm80 tile compiled for sm90-layout weights: 9..16 rows take it with the sm80
-    # rule's split; 17..64 rows too while M N K <= 1.5 Gi (4096 x 4096: up to 64); the sm90 GEMM above.
+    # rule's split; the sm90 GEMM above.
     sm80_16 = HAND_COMPILED[0]
     monkeypatch.setattr(config_module, "_compiled", fake_compiled(HAND_COMPILED, sm90_layout_tiles=(sm80_16.tile,)))
     w = _weight_in("sm90", fake_device)
     assert ops.resolve_config(8, w, "auto").path == "gemv"
-    for M in (9, 16, 64):
+    for M in (9, 16):
         config = ops.resolve_config(M, w, "auto")
         assert config.tile == sm80_16.tile and config == tuning.heuristic_config(
             [sm80_16], M, 4096, 4096, 132), M
-    assert ops.resolve_config(65, w, "auto").path == "sm90"
+    assert ops.resolve_config(17, w, "auto").path == "sm90"
     # The sm80 layout's weight of the same shape is unchanged: its own tiles by M bucket.
     assert ops.resolve_config(64, _weight_in("sm80", fake_device), "auto").tile == HAND_COMPILED[1].tile
 

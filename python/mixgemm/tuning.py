@@ -198,6 +198,10 @@ def sm90_config(configs: list[GemmConfig], M: int, N: int, sm_count: int = 132) 
 # * So a split needs about 16 k-tiles of its own: on N = 4096, M = 128, split 4 took 17.8 against 13.4 us
 #   at K = 1024 (4 k-tiles per split), split 2 16.3 against 19.6 at K = 2048 (16 per split), and split 4
 #   matched stream-K from K = 4096 on.
+# * Those were measured with CUTLASS's fixup chain and its per-launch memset; without them (our scheduler,
+#   cpp/include/mixgemm/sm90/self_resetting_stream_k.cuh) the rule's splits were still the best at M = 32..128
+#   on the DESIGN shapes, and splits above 4, or past one wave, still lost (BENCHMARKS.md, "Hopper
+#   stream-K without a memset").
 SM90_MAX_SPLIT_K = 4
 _SM90_MIN_K_TILES_PER_SPLIT = 16
 
@@ -214,25 +218,23 @@ def sm90_split(config: GemmConfig, M: int, N: int, K: int, sm_count: int = 132) 
 
 
 # On the sm90 layout the sm80 path's mma.sync tiles (compiled for it for small M, tools/generate_kernels.py)
-# take 9..16 rows, and up to 64 while the problem is small (M N K up to 1.5 Gi multiply-adds): there the
-# sm90 GEMM's fixed cost per launch (4-6 us of kernel floor, plus stream-K's workspace memset and fixups;
-# BENCHMARKS.md, "Small M on Hopper") outweighs its faster main loop. tools/path_probe.py on an H100 over
-# the DESIGN shapes (BENCHMARKS.md, "The sm80 path on the sm90 layout"):
-# * M = 16: the sm80 tiles won on all six, 1.2x-1.6x faster than the sm90 GEMM's best config and than the
-#   m16 decode kernel (9.8 against 12.1 us on 4096 x 4096).
-# * M = 32: they won on 4096 x 4096 (12.1 against 15.7 us for the sm90 rule's split config) and 11008 x 4096
-#   (20.2 / 23.1), tied on 4096 x 11008 (M N K = 1.34 Gi) and 8192 x 28672, and lost on 8192 x 8192
-#   (2 Gi: 28.1 / 26.2) and 28672 x 8192 (77.3 / 69.2).
-# * M = 64: they won on 4096 x 4096 only (1 Gi: 14.5 / 17.5), and lost from 4096 x 11008 up (29.7 / 23.9).
+# take 9..16 rows: there the sm90 GEMM's fixed cost per launch (4-6 us of kernel floor and its fixups;
+# BENCHMARKS.md, "Small M on Hopper") outweighs its faster main loop. tools/path_probe.py on an H100 over the
+# DESIGN shapes:
+# * M = 16: the sm80 tiles won on all six, by 2-23% over the sm90 GEMM's best split config (4096 x 4096:
+#   10.5 against 11.1 us; 8192 x 8192: 22.7 against 23.1; 4096 x 11008: 16.1 against 19.8), and in an
+#   earlier probe against the m16 decode kernel too (9.8 against 12.1 us on 4096 x 4096).
+# * M = 32 and 64: until the sm90 GEMM lost its per-launch memset and its split-K chain (BENCHMARKS.md,
+#   "Hopper stream-K without a memset"), the sm80 tiles also took these rows on small problems (M N K up to
+#   1.5 Gi). Now the sm90 rule's config wins there too: 4096 x 4096 at M = 32 11.3 against 12.3 us, at
+#   M = 64 12.7 against 14.2; 11008 x 4096 at M = 32 18.4 against 19.2; 4096 x 11008 at M = 32 20.9
+#   against 21.5.
 _SM90_LAYOUT_SM80_ROWS = 16
-_SM90_LAYOUT_SM80_MAX_M = 64
-_SM90_LAYOUT_SM80_MAX_MNK = 3 << 29
 
 
-def _sm80_takes_sm90_layout(configs: list[GemmConfig], M: int, N: int, K: int) -> bool:
+def _sm80_takes_sm90_layout(configs: list[GemmConfig], M: int) -> bool:
     """Whether the sm80 path's tiles take M rows of an sm90-layout weight (the rule above)."""
-    small = M <= _SM90_LAYOUT_SM80_ROWS or (M <= _SM90_LAYOUT_SM80_MAX_M and M * N * K <= _SM90_LAYOUT_SM80_MAX_MNK)
-    return small and any(c.path == "sm80" for c in configs)
+    return M <= _SM90_LAYOUT_SM80_ROWS and any(c.path == "sm80" for c in configs)
 
 
 def _dequant_wins(M: int, layout: str) -> bool:
@@ -244,7 +246,7 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
                      layout: str = "sm80") -> GemmConfig:
     """A sane default for a weight in ``layout`` (``configs``: the compiled configs that read it): the decode
     path for a few rows of x; the dequant path for many rows of a large weight; else on the sm90 layout the
-    sm80 path's tiles for up to 16 rows, or 64 on a small problem, where compiled for it; else the sm90 GEMM's
+    sm80 path's tiles for up to 16 rows, where compiled for it; else the sm90 GEMM's
     tile by M bucket, then split-K where its tiles leave most SMs idle (:func:`sm90_split`); on the sm80
     layout a tile by M bucket, then split-K until the grid keeps the GPU busy."""
     if not configs:
@@ -256,7 +258,7 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
     if dequant is not None and _dequant_wins(M, layout):
         return dequant
     if layout == "sm90":
-        if _sm80_takes_sm90_layout(configs, M, N, K):
+        if _sm80_takes_sm90_layout(configs, M):
             return _sm80_config(configs, M, N, K, sm_count)
         config = sm90_config(configs, M, N, sm_count)
         if config is None:
