@@ -115,8 +115,8 @@ class _Plan:
 
 # Split semaphores (the sm80 and decode paths' tile counters, the sm90 path's stream-K flags), per
 # (device, stream): zero-initialised once; every kernel leaves them zero again, so the hot path needs no
-# memset (and CUDA-graph replays stay valid). Per stream because two
-# serial GEMMs running at once on different streams must not share tile counters.
+# memset (and CUDA-graph replays stay valid). Per stream because two split GEMMs running at once on
+# different streams must not share counters.
 _semaphores: dict[tuple[torch.device, int], torch.Tensor] = {}
 _MIN_SEMAPHORES = 4096
 # A buffer outgrown by a larger call is kept, never freed: a CUDA graph captured while it was current
@@ -127,10 +127,10 @@ _outgrown_semaphores: list[torch.Tensor] = []
 # Workspaces (split-K partials, stream-K's scratch), per (device, stream), reused by eager calls: allocating
 # one per call cost the host as much as the launch (issue 9). Calls on one stream run in order and every
 # kernel writes its workspace before reading it (the flags that say what is written live among the
-# semaphores), so one buffer serves them all. Under CUDA-graph capture each call allocates its own, from the graph's pool, so a
-# replay never shares memory with eager calls or with another graph; and a workspace above
-# _MAX_CACHED_WORKSPACE_BYTES (split-K at large M, where the kernel dwarfs an allocation) is allocated per
-# call as well, so no large buffer outlives its call.
+# semaphores), so one buffer serves them all. Under CUDA-graph capture each call allocates its own, from
+# the graph's pool, so a replay never shares memory with eager calls or with another graph; and a
+# workspace above _MAX_CACHED_WORKSPACE_BYTES (split-K at large M, where the kernel dwarfs an allocation)
+# is allocated per call as well, so no large buffer outlives its call.
 _workspaces: dict[tuple[torch.device, int], torch.Tensor] = {}
 _MAX_CACHED_WORKSPACE_BYTES = 64 << 20
 _MIN_WORKSPACE_BYTES = 1 << 20

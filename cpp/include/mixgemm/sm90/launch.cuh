@@ -78,9 +78,11 @@ Workspace workspace_of(const typename Types::Gemm::Arguments& arguments) {
   Workspace w;
   w.bytes = static_cast<int64_t>(Types::Gemm::get_workspace_size(arguments));
   // No partials, no split tile (a data-parallel decomposition): no flag is touched either.
-  if constexpr (Types::kStreamK)
-    if (w.bytes > 0) w.locks = Kernel::TileScheduler::lock_count(arguments.scheduler, arguments.problem_shape,
-                                                Kernel::NumMmaWarpGroups);
+  if constexpr (Types::kStreamK) {
+    if (w.bytes > 0)
+      w.locks = Kernel::TileScheduler::lock_count(arguments.scheduler, arguments.problem_shape,
+                                                  Kernel::NumMmaWarpGroups);
+  }
   return w;
 }
 

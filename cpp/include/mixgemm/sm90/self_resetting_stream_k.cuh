@@ -131,7 +131,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   //
   // Split-K over several waves, and stream-K (units that start or end inside a tile, a varying number
   // per tile): CUTLASS's serial chain, since a tile's units then finish at different times anyway and one
-  // partial per tile keeps the workspace in L2 (partials per split took up to 1.15x as long there). The
+  // partial per tile is a smaller workspace (partials per split took up to 1.15x as long there). The
   // unit holding a tile's first k-tiles stores; each later unit waits until the flag counts the k-tiles
   // before its own, adds into the partial, and adds its k-tile count to the flag; the unit holding the
   // last k-tiles waits the same way, adds the partial into its accumulators and resets the flag.
@@ -155,7 +155,9 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
     const int flag = static_cast<int>(tile * num_barriers + barrier_idx);
     const uint64_t share = static_cast<uint64_t>(cute::size(accumulators)) * barrier_idx * Barriers::ThreadCount;
     auto* workspace = reinterpret_cast<Accumulator*>(params.reduction_workspace_);
-    auto partial = [&](uint64_t index) { return reinterpret_cast<Fragment*>(workspace + index * kTileElements + share); };
+    auto partial = [&](uint64_t index) {
+      return reinterpret_cast<Fragment*>(workspace + index * kTileElements + share);
+    };
     auto& fragment = *reinterpret_cast<Fragment*>(accumulators.data());
     const int thread = static_cast<int>(threadIdx.x % Barriers::ThreadCount);
     const bool last = Base::compute_epilogue(work, params);
