@@ -28,12 +28,9 @@ struct Buffers {
 };
 
 __global__ void __launch_bounds__(kThreads) read_floor_kernel(const Buffers buffers, uint32_t* folded) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent (as the decode kernel is): the grid starts while the previous
   // kernel drains, and waits for it before reading.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  release_dependents_then_wait();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   uint32_t word = 0;  // xor of every 32-bit word this thread reads

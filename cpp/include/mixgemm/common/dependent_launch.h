@@ -1,5 +1,6 @@
-// One launch helper for the kernels that start as programmatic dependents (the decode kernel,
-// gemv/launch_gemv.cuh, and the read_floor peer, which is timed beside it and must start the same way).
+// The launch, and the kernel-side wait, of the kernels that start as programmatic dependents (the decode
+// kernel, gemv/launch_gemv.cuh, and the read_floor peer, which is timed beside it and must start the
+// same way).
 //
 // From compute capability 9.0 on, such a launch lets the grid start while the kernel before it on the
 // stream still runs; the kernel itself must execute griddepcontrol.wait before it touches anything that
@@ -15,6 +16,17 @@
 #include "mixgemm/common/device_info.h"
 
 namespace mixgemm {
+
+// The kernel side, where a grid so launched may start touching what the kernel before it writes: lets the
+// next dependent grid on the stream launch, then waits until the previous kernel has finished and its
+// writes are visible. Compiled out before sm_90; in a grid launched without the attribute both
+// instructions are no-ops.
+__device__ __forceinline__ void release_dependents_then_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 
 // Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent where the current
 // device allows it. Throws std::runtime_error naming `name` on a failed launch.

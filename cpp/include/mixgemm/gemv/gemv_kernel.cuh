@@ -43,6 +43,7 @@
 
 #include "cutlass/fast_math.h"
 
+#include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/common/split_k_arrival.cuh"
 
 #include "mixgemm/gemm/gemm_args.h"
@@ -76,8 +77,9 @@ struct GemvParams {
 // kFoldK: the k rows one fold of scale and offset covers (compute()), the largest of 128, 64 and 32 that
 // divides the group size (group sizes are multiples of 32). 32: each 32-row half of a batch has its own
 // scale row; 64: one per batch; 128: one per two batches, which the same warp takes in turn and folds
-// once (kernel loop). kLayout: where the weight's words are and what they hold (weight_layouts.cuh). (An L2::256B prefetch hint on the weight loads was
-// tried and showed no gain on the H100; see BENCHMARKS.md.)
+// once (kernel loop). kLayout: where the weight's words are and what they hold (weight_layouts.cuh).
+// (An L2::256B prefetch hint on the weight loads was tried and showed no gain on the H100; see
+// BENCHMARKS.md.)
 template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, gemm::WeightLayout kLayout>
 struct Gemv {
   static_assert(kFoldK == 32 || kFoldK == 64 || kFoldK == 128, "a fold covers 32, 64 or 128 k rows");
@@ -283,9 +285,8 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
       prefetch_l2(static_cast<const T*>(p.offsets) + row);
     }
   }
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+  release_dependents_then_wait();
 
   float acc[kMTiles][G::kSubBlocks][4];
 #pragma unroll
