@@ -7,8 +7,9 @@ partly outside the weight (N = 320 on 256-column tiles, 192 on 128-column ones).
 
 Tolerances (gpu_helpers.MODEL_TOL, MATH_TOL): the kernel model (signed codes * scale + offset in one fma,
 rounded once to the activation dtype, times x in float64) within 1e-3 (fp16) / 8e-3 (bf16); the
-mathematical weight (q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first. The kernels are mma.sync and prepack
-to the sm90 layout runs on any GPU, so these tests run on any GPU of compute capability 8.0 or later.
+mathematical weight (q - z) * s within 3e-3 / 2e-2. Outputs are poisoned with NaN first. The kernels are
+mma.sync and prepack to the sm90 layout runs on any GPU, so these tests run on any GPU of compute capability
+8.0 or later.
 """
 
 from __future__ import annotations
