@@ -163,7 +163,7 @@ def test_baseline_awq_gemm_rules(M, N, K, group_size, split, pattern):
 
 
 @pytest.mark.parametrize("bf16", [False, True])
-@pytest.mark.parametrize("split_k, mode", [(1, "none"), (2, "serial"), (4, "parallel")])
+@pytest.mark.parametrize("split_k, mode", [(1, "none"), (2, "serial"), (4, "parallel"), (1, "streamk"), (3, "streamk")])
 def test_gemm_valid_call_needs_a_device(bf16, split_k, mode):
     require_no_gpu()
     for config in _C.gemm_configs(bf16):
@@ -195,7 +195,10 @@ def test_gemm_k_must_be_a_multiple_of_64(K):
         (dict(split_k=0, mode="none"), r"split_k must be in \[1, K / 64 = 4\]"),
         (dict(split_k=2, mode="none"), r"split_k > 1 needs split_k_mode 'serial' or 'parallel'"),
         (dict(split_k=1, mode="serial"), r"split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'"),
-        (dict(mode="stream-k"), r"split_k_mode must be 'none', 'serial' or 'parallel', got 'stream-k'"),
+        (dict(mode="stream-k"), r"split_k_mode must be 'none', 'serial', 'parallel' or 'streamk', got 'stream-k'"),
+        (dict(split_k=0, mode="streamk"), r"stream-K: split_k \(the blocks\) must be in \[1, the units of work = \d+\]"),
+        (dict(split_k=10**6, mode="streamk"), r"stream-K: split_k \(the blocks\) must be in \[1, the units of work = \d+\]"),
+        (dict(split_k=3, mode="streamk", semaphores=0), r"serial split-K and stream-K need a semaphore buffer"),
         (dict(x=0), r"x, packed weight, scales, offsets and output pointers must be non-null"),
         (dict(out=0), r"x, packed weight, scales, offsets and output pointers must be non-null"),
         (dict(scales=ADDR[2] + 8), r"x, packed weight, scales and offsets must be 16-byte aligned"),
@@ -203,7 +206,7 @@ def test_gemm_k_must_be_a_multiple_of_64(K):
         (dict(split_k=2, mode="parallel", workspace=0), r"this split-K mode needs a 16-byte aligned fp32 workspace"),
         (dict(split_k=2, mode="serial", workspace=ADDR[5] + 4),
          r"this split-K mode needs a 16-byte aligned fp32 workspace"),
-        (dict(split_k=2, mode="serial", semaphores=0), r"serial split-K needs a semaphore buffer"),
+        (dict(split_k=2, mode="serial", semaphores=0), r"serial split-K and stream-K need a semaphore buffer"),
     ],
 )
 def test_gemm_rules(overrides, pattern):
@@ -243,10 +246,14 @@ def test_gemm_workspace_size_no_int32_overflow():
     M, N = 65536, 65536
     assert _C.gemm_workspace_size(config, M, N, 16, "parallel") == (16 * M * N, 0)
     assert _C.gemm_workspace_size(config, M, N, 2, "serial")[0] == 2 * M * N
+    # Stream-K: two one-tile slots per block, one counter per output tile.
+    tile_m, tile_n = config[0], config[1]
+    tiles = -(-M // tile_m) * -(-N // tile_n)
+    assert _C.gemm_workspace_size(config, M, N, 7, "streamk") == (2 * 7 * tile_m * tile_n, tiles)
 
 
 def test_gemm_workspace_size_bad_mode():
-    with pytest.raises(ValueError, match=r"split_k_mode must be 'none', 'serial' or 'parallel', got 'fast'"):
+    with pytest.raises(ValueError, match=r"split_k_mode must be 'none', 'serial', 'parallel' or 'streamk', got 'fast'"):
         _C.gemm_workspace_size(some_config(), 4, 128, 2, "fast")
 
 

@@ -695,7 +695,7 @@ class TestGemmConfigValidation:
 
     @pytest.mark.parametrize("mode", ["Serial", "", "stream-k", None])
     def test_unknown_mode(self, mode):
-        pattern = r"^GemmConfig: split_k_mode must be one of \('none', 'serial', 'parallel'\)"
+        pattern = r"^GemmConfig: split_k_mode must be one of \('none', 'serial', 'parallel', 'streamk'\)"
         with pytest.raises(ValueError, match=pattern):
             GemmConfig(*TILE, split_k=2, split_k_mode=mode)
 

@@ -3,14 +3,14 @@
 
 Shapes are tiny so the sanitizer finishes in seconds; they still cover partial M tiles, a partial N
 tile (N = 320), every compiled config of both mma.sync paths and each split-K mode (with an empty trailing
-split), the sm80 path's tiles on sm90-layout weights, the decode path and the dequant path on both weight
+split) and stream-K, the sm80 path's tiles on sm90-layout weights, the decode path and the dequant path on both weight
 layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs need N % tile_n == 0;
 M = 17 leaves a partial token tile), with and without zero points, bias on, and the stream-K ones also
 split K 2 ways.
 
-    python tools/sanitize_small.py [--only sm90|gemv|sm80_on_sm90_layout]
-        # the sm90 kernels, the decode kernels or the sm80 tiles on sm90-layout weights alone (a full
-        # build's sm80 set under racecheck takes minutes)
+    python tools/sanitize_small.py [--only sm90|gemv|sm80|sm80_on_sm90_layout]
+        # the sm90 kernels, the decode kernels, the sm80 path on both layouts, or its tiles on sm90-layout
+        # weights alone (a full build's sm80 set under racecheck takes minutes)
 """
 
 from __future__ import annotations
@@ -93,10 +93,14 @@ def gemv_cases(x: torch.Tensor, failures: list) -> None:
                                         f"{packed.layout} layout): relative error {err:.2e}")
 
 
+# The sm80 path's split modes: an empty trailing split (K = 384 is 6 k-tiles: split 4 runs 2, 2, 2, 0), and
+# stream-K over 5 blocks, whose shares cut tiles at several k offsets.
+SM80_SPLITS = ((1, "none"), (4, "serial"), (4, "parallel"), (5, "streamk"))
+
+
 def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
     """The sm80 path's tiles compiled for sm90-layout weights (ldmatrix reads of the layout's blocks): int4 and
-    int8, fp16 and bf16, N = 320 (a partial 256-column tile), every split-K mode with an empty trailing split
-    (K = 384 is 6 k-tiles: split 4 runs 2, 2, 2, 0)."""
+    int8, fp16 and bf16, N = 320 (a partial 256-column tile), every split mode of SM80_SPLITS."""
     K, N, G = x.shape[1], 320, 128
     for dtype in (torch.float16, torch.bfloat16):
         xs = x.to(dtype)
@@ -104,7 +108,7 @@ def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
         for packed, w in weights:
             ref = xs.double() @ w.double()
             for config in mixgemm.compiled_configs(dtype, packed.bits, path="sm80", layout="sm90"):
-                for split in ((1, "none"), (4, "serial"), (4, "parallel")):
+                for split in SM80_SPLITS:
                     cfg = config.with_split_k(*split)
                     err = relative_error(mixgemm.gemm(xs, packed, config=cfg), ref)
                     if not err < 2e-2:
@@ -114,7 +118,8 @@ def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("sm90", "gemv", "sm80_on_sm90_layout"), help="run only these kernels")
+    parser.add_argument("--only", choices=("sm90", "gemv", "sm80", "sm80_on_sm90_layout"),
+                        help="run only these kernels")
     only = parser.parse_args().only
     K, N, G, M = 384, 320, 128, 17
     ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
@@ -144,13 +149,17 @@ def main() -> int:
     if only == "sm80_on_sm90_layout":
         sm80_on_sm90_layout_cases(x, failures)
         return report(failures)
-    mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
-    check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
+    if only != "sm80":
+        mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
+        check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     for config in mixgemm.compiled_configs(torch.float16):
-        for split in ((1, "none"), (4, "serial"), (4, "parallel")):
+        for split in SM80_SPLITS:
             cfg = config.with_split_k(*split)
             check(cfg.name, mixgemm.gemm(x, packed, config=cfg), 3e-3)
+    if only == "sm80":
+        sm80_on_sm90_layout_cases(x, failures)
+        return report(failures)
     gemv_cases(x, failures)
     sm80_on_sm90_layout_cases(x, failures)
     sm90_packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm90")

@@ -52,7 +52,9 @@ mixgemm::gemm::SplitKMode split_k_mode_of(const std::string& mode) {
   if (mode == "none") return mixgemm::gemm::SplitKMode::kNone;
   if (mode == "serial") return mixgemm::gemm::SplitKMode::kSerial;
   if (mode == "parallel") return mixgemm::gemm::SplitKMode::kParallel;
-  throw std::invalid_argument("gemm: split_k_mode must be 'none', 'serial' or 'parallel', got '" + mode + "'");
+  if (mode == "streamk") return mixgemm::gemm::SplitKMode::kStreamK;
+  throw std::invalid_argument("gemm: split_k_mode must be 'none', 'serial', 'parallel' or 'streamk', got '" + mode +
+                              "'");
 }
 
 mixgemm::gemm::ActType act_of(bool bf16) {

@@ -46,9 +46,15 @@ std::vector<TileConfig> compiled_configs(ActType act, int bits, WeightLayout lay
 
 WorkspaceSize workspace_size(const TileConfig& config, int M, int N, int split_k, SplitKMode mode) {
   WorkspaceSize size;
+  const int64_t tiles = static_cast<int64_t>(ceil_div(M, config.tile_m)) * ceil_div(N, config.tile_n);
+  if (mode == SplitKMode::kStreamK) {
+    // Two slots per block (kernel/stream_k_partition.h), for at most split_k blocks.
+    size.floats = kernel::stream_k_workspace_floats(split_k, config.tile_m, config.tile_n);
+    size.semaphores = tiles;
+    return size;
+  }
   if (mode != SplitKMode::kNone) size.floats = static_cast<int64_t>(split_k) * M * N;
-  if (mode == SplitKMode::kSerial)
-    size.semaphores = static_cast<int64_t>(ceil_div(M, config.tile_m)) * ceil_div(N, config.tile_n);
+  if (mode == SplitKMode::kSerial) size.semaphores = tiles;
   return size;
 }
 
@@ -76,12 +82,24 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
               args.K % args.group_size == 0,
           [&] { return fn("group_size must be a multiple of 32 that divides K"); });
   const int k_tiles = args.K / threadblock::kTileK;
-  require(args.split_k >= 1 && args.split_k <= k_tiles,
-          [&] { return fn("split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]"); });
-  require((args.split_k == 1) == (args.mode == SplitKMode::kNone), [&] {
-    return fn("split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'");
-  });
-  require(args.split_k <= 65535, [&] { return fn("split_k must be <= 65535 (grid z limit)"); });
+  if (args.mode == SplitKMode::kStreamK) {
+    // split_k is the grid: blocks sharing the units (k-tiles of output tiles) of kernel/stream_k_partition.h.
+    const int64_t units = static_cast<int64_t>(ceil_div(args.M, config.tile_m)) * ceil_div(args.N, config.tile_n) *
+                          k_tiles;
+    require(units < kernel::StreamKPartition::kMaxUnits, [&] {
+      return fn("stream-K: M / tile_m x N / tile_n x K / 64 must be below 2^30 (the partition's int range)");
+    });
+    require(args.split_k >= 1 && args.split_k <= units, [&] {
+      return fn("stream-K: split_k (the blocks) must be in [1, the units of work = " + std::to_string(units) + "]");
+    });
+  } else {
+    require(args.split_k >= 1 && args.split_k <= k_tiles,
+            [&] { return fn("split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]"); });
+    require((args.split_k == 1) == (args.mode == SplitKMode::kNone), [&] {
+      return fn("split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'");
+    });
+    require(args.split_k <= 65535, [&] { return fn("split_k must be <= 65535 (grid z limit)"); });
+  }
   require(ceil_div(args.N, config.tile_n) <= 65535, [&] { return fn("N / tile_n must be <= 65535 (grid y limit)"); });
   require(args.A && args.B && args.scales && args.offsets && args.D,
           [&] { return fn("x, packed weight, scales, offsets and output pointers must be non-null"); });
@@ -92,7 +110,7 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
   require(need.floats == 0 || (args.workspace != nullptr && aligned(args.workspace, 16)),
           [&] { return fn("this split-K mode needs a 16-byte aligned fp32 workspace"); });
   require(need.semaphores == 0 || args.semaphores != nullptr,
-          [&] { return fn("serial split-K needs a semaphore buffer"); });
+          [&] { return fn("serial split-K and stream-K need a semaphore buffer"); });
 }
 
 void run_gemm(const TileConfig& config, const GemmArgs& args, cudaStream_t stream) {

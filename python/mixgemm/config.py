@@ -18,7 +18,7 @@ import functools
 
 import torch
 
-SPLIT_K_MODES = ("none", "serial", "parallel")
+SPLIT_K_MODES = ("none", "serial", "parallel", "streamk")
 PATHS = ("sm80", "gemv", "sm90", "dequant")
 # The weight layouts (PackedWeight.layout) and which of them each path's kernels read
 # (cpp/include/mixgemm/gemv/weight_layouts.cuh).
@@ -44,7 +44,9 @@ class GemmConfig:
     ``split_k == 1`` goes with ``split_k_mode == "none"``; ``split_k > 1`` with ``"serial"`` (each split
     writes fp32 partials and the last split of a tile to finish, counted on a per-tile semaphore, sums them
     in split order: one launch, deterministic) or ``"parallel"`` (a second kernel sums the partials; sm80
-    path only).
+    path only). ``"streamk"`` (sm80 path only) launches ``split_k`` blocks that share all the k-tiles of all
+    the output tiles equally; a tile cut between blocks is summed in block order by the last of them to
+    finish (deterministic). The heuristic gives it one block per resident place on the GPU.
 
     ``path="gemv"`` (the decode path) reads the fields the same way: a block covers ``tile_m`` rows (the
     largest M it takes, 8 or 16) x one 64-column strip x ``tile_k`` rows of K per step, split among
@@ -92,6 +94,9 @@ class GemmConfig:
             raise ValueError(f"GemmConfig: schedule, scheduler and clusters belong to the sm90 path, not {self.path!r}")
         if self.path == "dequant" and self.split_k != 1:
             raise ValueError("GemmConfig: the dequant path runs one cuBLAS GEMM: split_k must be 1")
+        if self.split_k_mode == "streamk" and self.path != "sm80":
+            raise ValueError(f"GemmConfig: split_k_mode 'streamk' (blocks sharing the work) belongs to the sm80 "
+                             f"path, not {self.path!r}")
         if self.path == "gemv" and self.split_k_mode == "parallel":
             raise ValueError("GemmConfig: the gemv path reduces split-K in-kernel: split_k_mode must be 'none' "
                              "or 'serial'")
@@ -99,7 +104,7 @@ class GemmConfig:
             raise ValueError(f"GemmConfig: split_k_mode must be one of {SPLIT_K_MODES}, got {self.split_k_mode!r}")
         if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or self.split_k < 1:
             raise ValueError(f"GemmConfig: split_k must be a positive int, got {self.split_k!r}")
-        if (self.split_k == 1) != (self.split_k_mode == "none"):
+        if self.split_k_mode != "streamk" and (self.split_k == 1) != (self.split_k_mode == "none"):
             raise ValueError(
                 "GemmConfig: split_k == 1 needs split_k_mode 'none' and split_k > 1 needs 'serial' or "
                 f"'parallel', got split_k={self.split_k}, split_k_mode={self.split_k_mode!r}"
@@ -162,6 +167,8 @@ class GemmConfig:
                 f"_s{self.stages}")
         if self.path != "sm80":  # sm80 names carry no prefix: they predate the other paths
             base = f"{self.path}_{base}"
+        if self.split_k_mode == "streamk":
+            return f"{base}_sk{self.split_k}"
         return base if self.split_k == 1 else f"{base}_k{self.split_k}{self.split_k_mode[0]}"
 
 

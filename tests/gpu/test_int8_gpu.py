@@ -58,7 +58,7 @@ def test_int8_converter_exhaustive(dtype):
         assert torch.equal(out, q.to(dtype).to(DEVICE)), config.name
 
 
-@pytest.mark.parametrize("split", [(1, "none"), (2, "serial"), (3, "parallel")], ids=lambda s: s[1])
+@pytest.mark.parametrize("split", [(1, "none"), (2, "serial"), (3, "parallel"), (7, "streamk")], ids=lambda s: s[1])
 @pytest.mark.parametrize("M", [1, 17, 130])
 @pytest.mark.parametrize("config", mixgemm.compiled_configs(torch.float16, bits=8), ids=lambda c: c.name)
 def test_int8_gemm_every_config(config, M, split):

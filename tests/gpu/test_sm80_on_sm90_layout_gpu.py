@@ -63,7 +63,7 @@ def test_every_sm90_layout_tile_against_float64(K, N, G, zeros, dtype, bits):
     packed, model_w, math_w = _weight(K, N, G, dtype, bits, zeros)
     bias = torch.randn(N, device=DEVICE).to(dtype)
     for config in configs:
-        for split_k, mode in ((1, "none"), (3, "serial"), (2, "parallel")):
+        for split_k, mode in ((1, "none"), (3, "serial"), (2, "parallel"), (5, "streamk")):
             cfg = config.with_split_k(split_k, mode)
             check_rows_and_bias(lambda x, b: mixgemm.gemm(x, packed, b, config=cfg), M_VALUES, K, N, bias, model_w,
                                 math_w, dtype, cfg.name)

@@ -12,6 +12,8 @@ enum class SplitKMode : int {
   kNone = 0,      // one threadblock per output tile covers all of K
   kSerial = 1,    // every split writes fp32 partials; the tile's last split (semaphore) sums them, in order
   kParallel = 2,  // every split writes fp32 partials; a second kernel sums them
+  kStreamK = 3,   // split_k blocks share all tiles' k-tiles equally (kernel/stream_k_partition.h); the cut
+                  // tiles' partials are summed in block order by the last block to finish each
 };
 
 enum class ActType : int { kFloat16 = 0, kBFloat16 = 1 };
@@ -47,10 +49,10 @@ struct GemmArgs {
   const void* offsets = nullptr;   // [K/G, N], ActType, = -zero * scale
   const void* bias = nullptr;      // [N], ActType, or null
   void* D = nullptr;               // output [M, N], ActType
-  float* workspace = nullptr;      // split-K fp32 workspace (see workspace_floats)
-  int32_t* semaphores = nullptr;   // serial split-K: one counter per output tile, zero on entry and exit
+  float* workspace = nullptr;      // split-K / stream-K fp32 workspace (gemm_runner.h, workspace_size)
+  int32_t* semaphores = nullptr;   // serial split-K, stream-K: one counter per output tile, zero on entry and exit
   int M = 0, N = 0, K = 0, group_size = 0;
-  int split_k = 1;
+  int split_k = 1;                 // splits of K; for kStreamK the blocks of the grid
   SplitKMode mode = SplitKMode::kNone;
   ActType act = ActType::kFloat16;
   int bits = 4;                    // weight width: 4 (int4) or 8 (int8, stored biased to 0..255)

@@ -20,13 +20,18 @@ struct Mainloop {
   static_assert(WarpN == 16 || WarpN == 32 || WarpN % 64 == 0, "WarpN: 16, 32 or a multiple of 64");
   static_assert(Stages >= 2 && Stages <= 5, "Stages in 2..5");
 
+  using Element = T;
+  static constexpr int kTileM = TileM;
+  static constexpr int kTileN = TileN;
   static constexpr int kWarpsM = TileM / WarpM;
   static constexpr int kWarpsN = TileN / WarpN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   // Residency target for the register allocator. Decode tiles (16 rows) are bandwidth bound and want
   // many threadblocks in flight: 4 per SM caps them at 65536 / (4 x 128) = 128 registers per thread
-  // (uncapped, 16 x 256 took 168 and fit only 3 per SM). Larger tiles keep the allocator free.
-  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : 1;
+  // (uncapped, 16 x 256 took 168 and fit only 3 per SM). 64 x 128 (four warps): 3 per SM, 170 registers,
+  // the residency its data-parallel kernel reaches uncapped (151); its stream-K kernel took 175 uncapped,
+  // one block per SM fewer, and fits in 160 without spilling. Larger tiles keep the allocator free.
+  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : (TileM == 64 && TileN == 128 ? 3 : 1);
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
   using Layout = StageLayout<Bits, TileM, TileN>;
   using Loader = TileLoader<T, Bits, kWeightLayout, TileM, TileN, kThreads>;
