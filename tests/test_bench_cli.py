@@ -148,6 +148,13 @@ def test_split_settings_respect_k():
     assert [k for k, _ in cli.split_settings(4096)] == [1, 2, 2, 4, 4, 8, 8, 16, 16]
 
 
+def test_split_settings_add_stream_k_grids_for_the_sm80_path():
+    sm80 = GemmConfig(64, 128, 64, 64, 32, 64, 4)
+    assert cli.split_settings(64, sm80, sm_count=132) == [(1, "none")] + [(b, "streamk") for b in (132, 264, 396, 528)]
+    decode = GemmConfig.gemv(8, 4)
+    assert all(mode != "streamk" for _, mode in cli.split_settings(4096, decode, sm_count=132))
+
+
 # ---------------------------------------------------------------------------------------------------
 # Metrics and the copy count
 
@@ -331,6 +338,7 @@ class _FakeGPU:
     # What the fake "auto" picks per weight layout, like the heuristic would: a 16-row tile, no split.
     AUTO = {"sm80": GemmConfig(16, 128, 64, 16, 32, 64, 4), "sm90": GemmConfig.sm90(128, 64, 64, 1, 1, "pingpong",
                                                                                      "persistent")}
+    SM_COUNT = 2  # the sweep's stream-K grids: 2, 4, 6 and 8 blocks
     # The kernel set the fake GPU "compiled" (the minimal set of tools/generate_kernels.py).
     CONFIGS = (AUTO["sm80"], GemmConfig(64, 128, 64, 32, 64, 64, 4), GemmConfig(128, 128, 64, 64, 64, 64, 3))
 
@@ -339,7 +347,9 @@ class _FakeGPU:
         # Padded rows and tiles cost time, split-K helps, parallel mode pays for its reduction: the
         # winner is the 16-row tile at M = 1 and the 64-row tile at M = 64, both with split-K 16 serial.
         tiles = math.ceil(M / config.tile_m)
-        return (5.0 + tiles * config.tile_m / 16 + 2 * tiles + 8.0 / config.split_k
+        # Stream-K grids cost what no split does.
+        split = 1 if config.split_k_mode == "streamk" else config.split_k
+        return (5.0 + tiles * config.tile_m / 16 + 2 * tiles + 8.0 / split
                 + (config.split_k_mode == "parallel"))
 
     @staticmethod
@@ -357,6 +367,7 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(timing, "time_fn", fake.time_fn)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    monkeypatch.setattr(cli, "_sm_count", lambda: _FakeGPU.SM_COUNT)
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "cache" / "tuned.json"))
     # A fixed kernel set, so the fake timings have the same winners whichever set this build compiled.
     fake.configs = list(_FakeGPU.CONFIGS)
@@ -432,11 +443,15 @@ def test_sweep_flow(fake_gpu, tmp_path, capsys):
     out = tmp_path / "sweep"
     assert cli.main(["sweep", "--shape", "1024x1024", "--m", "1,64", "--out", str(out)]) == 0
     results = json.loads((out / "sweep.json").read_text())["results"]
-    variants = len(mixgemm.compiled_configs(torch.float16)) * len(cli.split_settings(1024))
+    settings = cli.split_settings(1024, sm_count=_FakeGPU.SM_COUNT)
+    variants = len(mixgemm.compiled_configs(torch.float16)) * len(settings)
     assert len(results) == 2 * (variants + 1)
     assert sum(r["peer"] == "mixgemm:auto" for r in results) == 2
-    assert {r["split_k"] for r in results if r["peer"] == "mixgemm"} == {1, 2, 4, 8, 16}
-    assert {r["split_k_mode"] for r in results if r["peer"] == "mixgemm"} == {"none", "serial", "parallel"}
+    # Split-K 1..16, and stream-K over 1..4 blocks per SM of the fake's two.
+    assert {r["split_k"] for r in results if r["peer"] == "mixgemm"} == {1, 2, 4, 6, 8, 16}
+    modes = {r["split_k_mode"] for r in results if r["peer"] == "mixgemm"}
+    assert modes == {"none", "serial", "parallel", "streamk"}
+    assert "16x128x64_w16x32x64_s4_sk6" in {r["config"] for r in results if r["peer"] == "mixgemm"}
     assert (out / "sweep.csv").stat().st_size > 0
     _assert_png(out / "sweep_time_vs_m.png")
     _assert_png(out / "sweep_stages_splitk.png")
@@ -477,14 +492,19 @@ def fake_hopper(fake_gpu):
 
 def test_sweep_covers_each_layout_with_its_own_paths(fake_hopper, tmp_path):
     out = tmp_path / "sweep"
-    # K = 64: a single k-tile, so nothing splits (test_sweep_of_the_sm90_layout_with_a_deep_k: larger K).
+    # K = 64: a single k-tile, so nothing splits K (test_sweep_of_the_sm90_layout_with_a_deep_k: larger K);
+    # the sm80 tiles' stream-K grids of 2..8 blocks share their 9 or more tiles.
     assert cli.main(["sweep", "--shape", "64x1088", "--group-size", "64", "--m", "1,64", "--no-plots",
                      "--out", str(out)]) == 0
     results = json.loads((out / "sweep.json").read_text())["results"]
-    assert [r["layout"] for r in results] == ["sm80"] * 5 + ["sm90"] * 3 + ["sm80"] * 4 + ["sm90"] * 2
+    grids = [2 * per_sm for per_sm in cli.STREAM_K_BLOCKS_PER_SM]
+    sm80_tiles = sorted([c.name for c in _FakeGPU.CONFIGS] +
+                        [c.with_split_k(b, "streamk").name for c in _FakeGPU.CONFIGS for b in grids])
+    sm80_cases = 1 + len(sm80_tiles)  # and auto
+    assert [r["layout"] for r in results] == (["sm80"] * (sm80_cases + 1) + ["sm90"] * 3 + ["sm80"] * sm80_cases
+                                              + ["sm90"] * 2)
     by = {(M, layout): sorted(r["config"] for r in results if r["M"] == M and r["layout"] == layout
                               and r["peer"] == "mixgemm") for M in (1, 64) for layout in ("sm80", "sm90")}
-    sm80_tiles = sorted(c.name for c in _FakeGPU.CONFIGS)
     assert by[(1, "sm80")] == sorted(sm80_tiles + [DECODE.name])  # decode only where M fits its 8 rows
     assert by[(64, "sm80")] == sm80_tiles
     assert by[(1, "sm90")] == sorted([DECODE.name, SM90_FITS.name])  # SM90_TOO_WIDE's 128 columns miss N
@@ -545,6 +565,7 @@ def test_dequant_flow(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(timing, "time_fn", _FakeGPU.time_fn)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    monkeypatch.setattr(cli, "_sm_count", lambda: _FakeGPU.SM_COUNT)
     assert cli.main(["dequant", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "dequant.json").read_text())["results"]
     by = {r["op"]: r for r in results}
@@ -610,6 +631,7 @@ def test_overhead_flow(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(overhead, "time_per_call", fake_time)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    monkeypatch.setattr(cli, "_sm_count", lambda: _FakeGPU.SM_COUNT)
     assert cli.main(["overhead", "--shape", "1024x2048", "--m", "4", "--calls", "50", "--warmup", "5",
                      "--repeat", "3", "--out", str(tmp_path)]) == 0
     assert built == [(1024, 2048, 4, 128, torch.float16)] and seen == [(50, 5)] * 9

@@ -7,7 +7,7 @@ For each shape and M, the kernel families named by ``--paths``:
   sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only), the stream-K
          ones also split K by each of ``--sm90-splits``;
   sm80   every compiled sm80 config on each layout it is compiled for, each with the heuristic's split for its
-         tile, and
+         tile and with stream-K over each of ``--sm80-stream-k`` blocks per SM, and
          the cutlass2_fp16 peer (CUTLASS 2.x's dense fp16 mma.sync GEMM: this path's ceiling);
   dequant  the dequant path on both layouts, its expansion alone (``expand[layout]``), and vLLM's large-M
          plan on the AWQ checkpoint (our awq_dequantize, then cuBLAS: "dequantize + cuBLAS");
@@ -16,7 +16,7 @@ graphs, median of 7). Prints one line per (shape, M) with the winner and Marlin'
 section 7 has one, and writes every time to ``$OUT/path_probe.json`` (or ./path_probe.json):
 
     python tools/path_probe.py [--shapes 4096x4096,8192x28672] [--m 16,64,1024] [--paths sm80,auto]
-                               [--sm90-splits 2,4,8]
+                               [--sm90-splits 2,4,8] [--sm80-stream-k 1,2,3]
 """
 
 from __future__ import annotations
@@ -58,7 +58,11 @@ def main() -> None:
                         help=f"comma-separated subset of {','.join(PATHS)} (auto,gemv,sm90)")
     parser.add_argument("--sm90-splits", type=lambda t: [int(v) for v in t.split(",")], default=[],
                         help="split-K factors (> 1) also timed on every sm90 stream-K config (none)")
+    parser.add_argument("--sm80-stream-k", type=lambda t: [int(v) for v in t.split(",")], default=[],
+                        help="blocks per SM at which every sm80 config is also timed with stream-K; 0 times it "
+                             "unsplit (none)")
     args = parser.parse_args()
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     unknown = set(args.paths) - set(PATHS)
     if unknown:
         parser.error(f"--paths: unknown {sorted(unknown)}; choose from {PATHS}")
@@ -100,7 +104,7 @@ def main() -> None:
                 for layout in layouts:
                     configs = [c for c in mixgemm.compiled_configs(dtype, 4, path="gemv") if c.tile_m >= M]
                     for c in configs:
-                        cfg = tuning.gemv_split(c, N, K, 132)  # the decode path's split rule
+                        cfg = tuning.gemv_split(c, N, K, sm_count)  # the decode path's split rule
                         run(f"{cfg.name}[{layout}]", (layout, True), cfg)
             for c in sm90_configs if "sm90" in args.paths else []:
                 if N % c.tile_n == 0:
@@ -114,8 +118,11 @@ def main() -> None:
             if "sm80" in args.paths:
                 for layout in layouts:
                     for c in mixgemm.compiled_configs(dtype, 4, path="sm80", layout=layout):
-                        cfg = tuning.heuristic_config([c], M, N, K, 132)  # the split the heuristic gives this tile
+                        cfg = tuning.heuristic_config([c], M, N, K, sm_count)  # the heuristic's split for this tile
                         run(f"{cfg.name}[{layout}]", (layout, True), cfg)
+                        for per_sm in args.sm80_stream_k:  # 0: the data-parallel grid, no split
+                            cfg = c.with_split_k(per_sm * sm_count, "streamk") if per_sm else c
+                            run(f"{cfg.name}[{layout}]", (layout, True), cfg)
                 try:
                     out = torch.empty(M, N, device="cuda", dtype=dtype)
                     row["cutlass2_fp16"] = timing.time_fn(

@@ -35,6 +35,8 @@ PEER_NAMES = ("mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "c
 YARDSTICK_NAMES = ("read_floor",)
 SPLIT_KS = (1, 2, 4, 8, 16)
 SPLIT_K_MODES = ("serial", "parallel")
+# sm80 stream-K grids swept, in blocks per SM (the grid is this times the GPU's SM count).
+STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 COPY_YARDSTICK_BYTES = 1 << 30
 DEFAULT_OUT = "mixgemm-bench"
 # Our kernel's layout rules (DESIGN.md section 1): N in 64-column strips, K in 64-row k-tiles.
@@ -432,11 +434,24 @@ def run_dequant(args, argv=None) -> list[dict]:
     return records
 
 
-def split_settings(K: int, config=None) -> list[tuple[int, str]]:
+def _sm_count() -> int:
+    """The current GPU's SM count: the sweep's stream-K grids are multiples of it."""
+    import torch
+
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+def _stream_k_units(config, M: int, N: int, K: int) -> int:
+    """The units of work an sm80 stream-K grid shares (k-tiles of output tiles): at most one block each."""
+    return -(-M // config.tile_m) * -(-N // config.tile_n) * (K // config.tile_k)
+
+
+def split_settings(K: int, config=None, sm_count: int | None = None) -> list[tuple[int, str]]:
     """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
     ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K only on
     its stream-K configs, serially and at most 4 ways (tuning.sm90_split says why); the dequant path runs
-    one cuBLAS GEMM)."""
+    one cuBLAS GEMM); with ``sm_count``, the sm80 path's stream-K grids of STREAM_K_BLOCKS_PER_SM blocks per
+    SM too."""
     path = config.path if config is not None else "sm80"
     if path == "dequant" or (path == "sm90" and config.scheduler != "streamk"):
         return [(1, "none")]
@@ -446,6 +461,8 @@ def split_settings(K: int, config=None) -> list[tuple[int, str]]:
     for split_k in SPLIT_KS:
         if 1 < split_k <= min(K // _K_MULTIPLE, most):
             settings.extend((split_k, mode) for mode in modes)
+    if path == "sm80" and sm_count:
+        settings.extend((per_sm * sm_count, "streamk") for per_sm in STREAM_K_BLOCKS_PER_SM)
     return settings
 
 
@@ -501,12 +518,15 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     ceilings = metrics.Ceilings(args.read_bw, args.peak_tflops)
     copies = copies_for(metrics.Problem(0, N, K, G).weight_bytes)
     layouts = sweep_layouts(getattr(args, "layout", "auto"), K, N, G, dtype)
+    sm_count = _sm_count()
     # Every path's configs compete alike, each on the layout it reads; a decode (gemv) config only where M
-    # fits its rows, an sm90 config only where its weight tile divides N.
+    # fits its rows, an sm90 config only where its weight tile divides N, a stream-K grid only where the
+    # work has a unit for each block.
     variants = {layout: [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None, layout=layout)
-                         if c.path != "sm90" or N % c.tile_n == 0 for k, mode in split_settings(K, c)]
+                         if c.path != "sm90" or N % c.tile_n == 0 for k, mode in split_settings(K, c, sm_count)]
                 for layout in layouts}
-    fitting = {(layout, M): [v for v in variants[layout] if v.path != "gemv" or M <= v.tile_m]
+    fitting = {(layout, M): [v for v in variants[layout] if (v.path != "gemv" or M <= v.tile_m)
+                             and (v.split_k_mode != "streamk" or v.split_k <= _stream_k_units(v, M, N, K))]
                for layout in layouts for M in args.m}
     progress = _Progress(sum(len(v) + 1 for v in fitting.values()), f"{label} {K}x{N}")
     records = []
