@@ -62,7 +62,7 @@ class TestGemmConfig:
     def test_defaults(self):
         assert (BASE.split_k, BASE.split_k_mode) == (1, "none")
         assert BASE.tile == (16, 128, 64, 16, 32, 64, 4)
-        assert SPLIT_K_MODES == ("none", "serial", "parallel")
+        assert SPLIT_K_MODES == ("none", "serial", "parallel", "streamk")
 
     @pytest.mark.parametrize(
         "config, name",
@@ -72,10 +72,23 @@ class TestGemmConfig:
             (BASE.with_split_k(4, "serial"), "16x128x64_w16x32x64_s4_k4s"),
             (BASE.with_split_k(12, "parallel"), "16x128x64_w16x32x64_s4_k12p"),
             (BASE.with_split_k(1), "16x128x64_w16x32x64_s4"),
+            (BASE.with_split_k(264, "streamk"), "16x128x64_w16x32x64_s4_sk264"),
+            (BASE.with_split_k(1, "streamk"), "16x128x64_w16x32x64_s4_sk1"),
         ],
     )
     def test_name(self, config, name):
         assert config.name == name
+        assert config_names.from_name(name) == config
+
+    def test_stream_k_belongs_to_the_sm80_path(self):
+        with pytest.raises(ValueError, match="split_k_mode 'streamk' .* belongs to the sm80 path, not 'gemv'"):
+            GemmConfig.gemv(8, 4).with_split_k(4, "streamk")
+        with pytest.raises(ValueError, match="belongs to the sm80 path, not 'gemv'"):
+            config_names.from_name("gemv_8x64x256_w8x64x64_s2_sk4")
+        with pytest.raises(ValueError, match="split_k must be a positive int"):
+            BASE.with_split_k(0, "streamk")
+        # A stream-K grid keeps its mode when the block count changes.
+        assert BASE.with_split_k(3, "streamk").with_split_k(7).split_k_mode == "streamk"
 
     def test_name_matches_the_cores_spelling(self):
         # The core names configs as TileConfig::name(): the same string as GemmConfig.name at split 1.
@@ -584,15 +597,21 @@ def test_heuristic_invariants(set_name, N, K, sms):
         cfg = tuning.heuristic_config(configs, M, N, K, sms)
         assert isinstance(cfg, GemmConfig)
         assert cfg.tile in tiles, (M, cfg)
-        assert 1 <= cfg.split_k <= K // 64, (M, cfg)
-        assert (cfg.split_k == 1) == (cfg.split_k_mode == "none"), (M, cfg)
-        assert cfg.split_k_mode in ("none", "parallel")
+        assert cfg.split_k_mode in ("none", "parallel", "streamk")
         if M <= 16 and has_16:
             assert cfg.tile_m == 16, (M, cfg)
         if M > 256 and has_128:
             assert cfg.tile_m == 128, (M, cfg)
         if 64 < M <= 256 and any(c.tile_m == 64 for c in configs):
-            assert cfg.tile_m == 64, (M, cfg)
+            assert cfg.tile_m in (64, 128), (M, cfg)
+        if cfg.split_k_mode == "streamk":
+            # At most the tile's blocks per SM, each with its least k-tiles of the units; two blocks at least.
+            per_sm, least = {16: (2, 8), 64: (2, 16), 128: (1, 16)}[cfg.tile_m]
+            units = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n) * (K // cfg.tile_k)
+            assert 2 <= cfg.split_k <= per_sm * sms and cfg.split_k * least <= units, (M, cfg)
+            continue
+        assert 1 <= cfg.split_k <= K // 64, (M, cfg)
+        assert (cfg.split_k == 1) == (cfg.split_k_mode == "none"), (M, cfg)
         if cfg.split_k > 1:
             # Each split streams at least 4 k-tiles (8 from 64 rows up), and splitting only happens while
             # the grid is small: under 3 blocks per SM for 16-row tiles, 6 for 32, 4 for 64, 3/4 of a wave above.
@@ -617,57 +636,56 @@ def test_heuristic_tile_by_m(set_name):
     assert pick(1).stages == 3
 
 
-def test_heuristic_small_grid_splits_k():
+def test_heuristic_small_grid_streams_k():
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 4096, 4096, 132)
     assert (cfg.tile_m, cfg.tile_n) == (16, 256)
-    assert cfg.split_k_mode == "parallel"
-    # 16 tiles want ceil(3 * 132 / 16) = 25 splits; K = 4096 allows 64 / 4 = 16.
-    assert cfg.split_k == 16
+    # 16 tiles x 64 k-tiles = 1024 units: 2 x 132 blocks would get under 8 each, so 1024 / 8 = 128 blocks.
+    assert (cfg.split_k, cfg.split_k_mode) == (128, "streamk")
 
 
-def test_heuristic_16_row_tiles_split_to_three_blocks_per_sm():
-    # M = 16, N = 28672: 112 tiles of 16 x 256; ceil(3 * 132 / 112) = 4 splits (K = 8192 allows 32).
+def test_heuristic_16_row_tiles_stream_k_over_two_blocks_per_sm():
+    # M = 16, N = 28672: 112 tiles of 16 x 256 x 128 k-tiles: 2 x 132 blocks of 54 k-tiles each.
     cfg = tuning.heuristic_config(SETS["minimal"], 16, 28672, 8192, 132)
-    assert (cfg.tile_m, cfg.tile_n, cfg.split_k) == (16, 256, 4)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (16, 256, 264, "streamk")
 
 
-def test_heuristic_compute_tiles_split_to_one_wave():
+def test_heuristic_large_m_stays_data_parallel():
     # M = 512, N = 4096: 4 x 16 = 64 tiles of 128 x 256 cover 64 of 132 SMs: ceil(132 / 64) = 3 splits.
     cfg = tuning.heuristic_config(SETS["minimal"], 512, 4096, 4096, 132)
     assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 3, "parallel")
-    # M = 512, N = 28672: 448 tiles, more than 3/4 of the SMs: no split.
-    cfg = tuning.heuristic_config(SETS["minimal"], 512, 28672, 8192, 132)
-    assert (cfg.tile_m, cfg.split_k) == (128, 1)
-
-
-def test_heuristic_middle_tiles_split_to_four_blocks_per_sm():
-    # M = 128, N = 4096: 2 x 32 = 64 tiles of 64 x 128; ceil(4 * 132 / 64) = 9 splits, capped at
-    # 64 k-tiles / 8 per split = 8.
-    cfg = tuning.heuristic_config(SETS["minimal"], 128, 4096, 4096, 132)
-    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (64, 128, 8, "parallel")
-
-
-def test_heuristic_mid_m_splits_like_decode():
-    # M = 32 on the full set: 32 x 128 tiles; 32 of them want ceil(6 * 132 / 32) = 25 splits, capped at 16.
-    cfg = tuning.heuristic_config(SETS["full"], 32, 4096, 4096, 132)
-    assert (cfg.tile_m, cfg.split_k) == (32, 16)
-    # M = 64: 64 x 128 tiles, 224 of them at N = 28672 want ceil(4 * 132 / 224) = 3 splits.
-    cfg = tuning.heuristic_config(SETS["full"], 64, 28672, 8192, 132)
-    assert (cfg.tile_m, cfg.split_k) == (64, 3)
-
-
-def test_heuristic_full_grid_does_not_split():
+    # M = 4096, N = 28672: 3584 tiles, no split and no stream-K above M = 256.
     for set_name in ("minimal", "full"):
         cfg = tuning.heuristic_config(SETS[set_name], 4096, 28672, 4096, 132)
         assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (128, 1, "none")
 
 
+def test_heuristic_middle_m_takes_large_tiles_where_every_sm_gets_16_k_tiles():
+    # M = 128, N = 4096, K = 4096: 16 tiles of 128 x 256 hold 1024 k-tiles, under 16 per SM: 64 x 128 tiles,
+    # 64 x 64 = 4096 units over 4096 / 16 = 256 blocks.
+    cfg = tuning.heuristic_config(SETS["minimal"], 128, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (64, 128, 256, "streamk")
+    # N = 28672, K = 8192: 112 x 128 = 14336 k-tiles of 128 x 256 tiles: one block per SM.
+    cfg = tuning.heuristic_config(SETS["minimal"], 128, 28672, 8192, 132)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (128, 256, 132, "streamk")
+
+
+def test_heuristic_mid_m_splits_like_decode():
+    # M = 32 on the full set: 32 x 128 tiles (no stream-K rule); 32 of them want ceil(6 * 132 / 32) = 25
+    # splits, capped at 16.
+    cfg = tuning.heuristic_config(SETS["full"], 32, 4096, 4096, 132)
+    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (32, 16, "parallel")
+    # M = 64: 64 x 128 tiles stream K over 2 blocks per SM.
+    cfg = tuning.heuristic_config(SETS["full"], 64, 28672, 8192, 132)
+    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (64, 264, "streamk")
+
+
 def test_heuristic_split_is_capped():
-    # A tiny grid with a huge K: split_k stops at 16; with a short K at K/64/4.
+    # A tiny grid with a huge K streams K (1024 units / 8 = 128 blocks); with a short K (8 units, one
+    # block's worth) the split rule takes over: K / 64 / 4 = 2 splits, and none for one k-tile.
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 128, 65536, 132)
-    assert cfg.split_k == 16
+    assert (cfg.split_k, cfg.split_k_mode) == (128, "streamk")
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 128, 512, 132)
-    assert cfg.split_k == 2
+    assert (cfg.split_k, cfg.split_k_mode) == (2, "parallel")
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 128, 64, 132)
     assert (cfg.split_k, cfg.split_k_mode) == (1, "none")
 

@@ -115,6 +115,9 @@ def gemv_split(config: GemmConfig, N: int, K: int, sm_count: int) -> GemmConfig:
     return config.with_split_k(split_k, "none" if split_k == 1 else "serial")
 
 
+_LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M) is the large-M tile
+
+
 def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
     configs = [c for c in configs if c.path == "sm80"]
     for bound, tiles in _PREFERENCE:
@@ -269,9 +272,51 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
     return _sm80_config(configs, M, N, K, sm_count)
 
 
+# sm80 stream-K (cpp/include/mixgemm/gemm/kernel/stream_k_partition.h): a grid of resident blocks shares all
+# the k-tiles of all the output tiles. tools/path_probe.py --paths sm80 --sm80-stream-k on an H100, the four
+# shapes of DESIGN.md's Marlin table at M = 16..4096 (BENCHMARKS.md, "sm80 stream-K", two runs):
+# * 64 x 128 tiles, 2 blocks per SM: 8192 x 28672 at M = 64 99.6-100.1 us against 109.0-115.1 for the
+#   split rule's grid; 28672 x 8192 99.7-105.1 against 116.4; 4096 x 4096 at M = 128 20.3-21.3 against
+#   23.8. 3 per SM was within 3% at M = 64 and up to 1.2x slower elsewhere; 1 per SM leaves the SMs short
+#   of warps.
+# * 128 x 256 tiles, 1 per SM (their residency), from M = 65 where every SM gets 16 k-tiles or more of them:
+#   8192 x 28672 at M = 128 176.2 against 191.0 for 64 x 128 stream-K, at M = 256 342.1 against 373.3;
+#   28672 x 8192 at M = 128 168.3 against 185.9. Above M = 256 they stay data-parallel: at M = 4096 stream-K
+#   took 1.01x-1.11x the data-parallel time (8192 x 28672: 5804 against 5261 us; concurrent blocks then work
+#   on tiles far apart and no longer share weight strips in L2), and at M = 1024 it was within the spread
+#   between runs (0.84x-1.03x).
+# * 16 x 256 tiles, 2 per SM: 8192 x 8192 at M = 16 21.1-21.5 against 23.6; the large shapes within 2%.
+# * Each block needs enough k-tiles to fill its pipeline: with 7.8 per block (4096 x 4096, M = 64, 264
+#   blocks) 64 x 128 took 16.6 us against 15.0 at 132 blocks; 16-row tiles lost nothing at 7.8.
+# 32-row tiles (the full build's M = 17..32) were not probed and keep the split rule.
+_STREAM_K = {16: (2, 8), 64: (2, 16), 128: (1, 16)}  # tile_m: (blocks per SM, least k-tiles per block)
+_STREAM_K_MAX_M = 256
+_STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16  # 128-row stream-K tiles take M = 65..256 from this many k-tiles
+
+
+def _stream_k(config: GemmConfig, M: int, N: int, K: int, sm_count: int) -> GemmConfig | None:
+    """``config`` as the stream-K grid the rule above gives it, or None where the rule does not apply."""
+    if config.tile_m not in _STREAM_K or M > _STREAM_K_MAX_M:
+        return None
+    per_sm, least = _STREAM_K[config.tile_m]
+    units = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n) * (K // config.tile_k)
+    blocks = min(per_sm * sm_count, units // least)
+    return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
+
+
 def _sm80_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig:
-    """The sm80 path's choice: a tile by M bucket, then split-K until the grid keeps the GPU busy."""
+    """The sm80 path's choice: a tile by M bucket (a 128-row one from M = 65 where it gives every SM 16
+    k-tiles), then stream-K where the rule above has the tile, else split-K until the grid keeps the GPU
+    busy."""
     config = _pick_tile(configs, M)
+    if 64 < M <= 256:
+        large = _pick_tile(configs, _LARGE_M)
+        units = math.ceil(M / large.tile_m) * math.ceil(N / large.tile_n) * (K // large.tile_k)
+        if large.tile_m == 128 and units >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
+            config = large
+    stream_k = _stream_k(config, M, N, K, sm_count)
+    if stream_k is not None:
+        return stream_k
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     k_tiles = K // config.tile_k
     if config.tile_m in _BLOCKS_PER_SM:
