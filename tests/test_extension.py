@@ -26,6 +26,7 @@ pytestmark = pytest.mark.nogpu
 NO_GPU = r"no CUDA GPU is visible"
 # Fake, 16-byte aligned, distinct, non-null "device addresses" (never dereferenced).
 ADDR = [(1 << 24) * (i + 1) for i in range(8)]
+STREAM_K_BLOCKS_RULE = r"stream-K: split_k \(the blocks\) must be in \[1, the units of work = \d+\]"
 
 
 def require_no_gpu():
@@ -196,8 +197,8 @@ def test_gemm_k_must_be_a_multiple_of_64(K):
         (dict(split_k=2, mode="none"), r"split_k > 1 needs split_k_mode 'serial' or 'parallel'"),
         (dict(split_k=1, mode="serial"), r"split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'"),
         (dict(mode="stream-k"), r"split_k_mode must be 'none', 'serial', 'parallel' or 'streamk', got 'stream-k'"),
-        (dict(split_k=0, mode="streamk"), r"stream-K: split_k \(the blocks\) must be in \[1, the units of work = \d+\]"),
-        (dict(split_k=10**6, mode="streamk"), r"stream-K: split_k \(the blocks\) must be in \[1, the units of work = \d+\]"),
+        (dict(split_k=0, mode="streamk"), STREAM_K_BLOCKS_RULE),
+        (dict(split_k=10**6, mode="streamk"), STREAM_K_BLOCKS_RULE),
         (dict(split_k=3, mode="streamk", semaphores=0), r"serial split-K and stream-K need a semaphore buffer"),
         (dict(x=0), r"x, packed weight, scales, offsets and output pointers must be non-null"),
         (dict(out=0), r"x, packed weight, scales, offsets and output pointers must be non-null"),
