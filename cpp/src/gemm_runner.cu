@@ -84,8 +84,7 @@ void can_implement(const TileConfig& config, const GemmArgs& args) {
   const int k_tiles = args.K / threadblock::kTileK;
   if (args.mode == SplitKMode::kStreamK) {
     // split_k is the grid: blocks sharing the units (k-tiles of output tiles) of kernel/stream_k_partition.h.
-    const int64_t units = static_cast<int64_t>(ceil_div(args.M, config.tile_m)) * ceil_div(args.N, config.tile_n) *
-                          k_tiles;
+    const int64_t units = kernel::stream_k_units(args.M, args.N, config.tile_m, config.tile_n, k_tiles);
     require(units < kernel::StreamKPartition::kMaxUnits, [&] {
       return fn("stream-K: M / tile_m x N / tile_n x K / 64 must be below 2^30 (the partition's int range)");
     });

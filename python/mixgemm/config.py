@@ -150,6 +150,12 @@ class GemmConfig:
         """A gemv config as the extension names it: (m_tiles of 8 rows, warps per block)."""
         return (self.tile_m // 8, self.tile_k // self.warp_k)
 
+    def stream_k_units(self, M: int, N: int, K: int) -> int:
+        """The units of work an sm80 stream-K grid of this tile shares for an M x N x K problem: one k-tile
+        of one output tile each, at most one block per unit (cpp/include/mixgemm/gemm/kernel/
+        stream_k_partition.h)."""
+        return -(-M // self.tile_m) * -(-N // self.tile_n) * (K // self.tile_k)
+
     def with_split_k(self, split_k: int, mode: str | None = None) -> "GemmConfig":
         if mode is None:
             mode = "none" if split_k == 1 else (self.split_k_mode if self.split_k_mode != "none" else "serial")

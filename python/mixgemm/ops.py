@@ -226,7 +226,7 @@ def _fits(config: GemmConfig, compiled: list[GemmConfig], M: int, N: int, K: int
     if config.path == "dequant":
         return True
     if config.split_k_mode == "streamk":  # sm80 stream-K: one unit (a k-tile of a tile) per block at least
-        return config.split_k <= -(-M // config.tile_m) * -(-N // config.tile_n) * (K // config.tile_k)
+        return config.split_k <= config.stream_k_units(M, N, K)
     return config.split_k <= K // config.tile_k  # sm80 and sm90 (stream-K) splits: one k-tile each at least
 
 

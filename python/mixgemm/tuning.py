@@ -299,8 +299,7 @@ def _stream_k(config: GemmConfig, M: int, N: int, K: int, sm_count: int) -> Gemm
     if config.tile_m not in _STREAM_K or M > _STREAM_K_MAX_M:
         return None
     per_sm, least = _STREAM_K[config.tile_m]
-    units = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n) * (K // config.tile_k)
-    blocks = min(per_sm * sm_count, units // least)
+    blocks = min(per_sm * sm_count, config.stream_k_units(M, N, K) // least)
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
 
@@ -311,8 +310,7 @@ def _sm80_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: in
     config = _pick_tile(configs, M)
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M)
-        units = math.ceil(M / large.tile_m) * math.ceil(N / large.tile_n) * (K // large.tile_k)
-        if large.tile_m == 128 and units >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
+        if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
             config = large
     stream_k = _stream_k(config, M, N, K, sm_count)
     if stream_k is not None:

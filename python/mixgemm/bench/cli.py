@@ -441,11 +441,6 @@ def _sm_count() -> int:
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
-def _stream_k_units(config, M: int, N: int, K: int) -> int:
-    """The units of work an sm80 stream-K grid shares (k-tiles of output tiles): at most one block each."""
-    return -(-M // config.tile_m) * -(-N // config.tile_n) * (K // config.tile_k)
-
-
 def split_settings(K: int, config=None, sm_count: int | None = None) -> list[tuple[int, str]]:
     """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
     ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K only on
@@ -526,7 +521,7 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
                          if c.path != "sm90" or N % c.tile_n == 0 for k, mode in split_settings(K, c, sm_count)]
                 for layout in layouts}
     fitting = {(layout, M): [v for v in variants[layout] if (v.path != "gemv" or M <= v.tile_m)
-                             and (v.split_k_mode != "streamk" or v.split_k <= _stream_k_units(v, M, N, K))]
+                             and (v.split_k_mode != "streamk" or v.split_k <= v.stream_k_units(M, N, K))]
                for layout in layouts for M in args.m}
     progress = _Progress(sum(len(v) + 1 for v in fitting.values()), f"{label} {K}x{N}")
     records = []

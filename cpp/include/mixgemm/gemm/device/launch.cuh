@@ -42,13 +42,12 @@ void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
   opt_in_shared_memory(kernel_fn, Loop::kSharedBytes, opted_in[stream_k]);
 
   const int k_tiles = args.K / threadblock::kTileK;
-  const int tiles_m = ceil_div(args.M, TileM), tiles_n = ceil_div(args.N, TileN);
   kernel::KernelParams params{args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.workspace,
                               args.semaphores, args.M, args.N, args.K, args.group_size, args.split_k,
                               ceil_div(k_tiles, args.split_k), args.mode, {}};
-  dim3 grid(tiles_m, tiles_n, args.split_k);
+  dim3 grid(ceil_div(args.M, TileM), ceil_div(args.N, TileN), args.split_k);
   if (stream_k) {
-    const int64_t units = static_cast<int64_t>(tiles_m) * tiles_n * k_tiles;
+    const int64_t units = kernel::stream_k_units(args.M, args.N, TileM, TileN, k_tiles);
     params.stream_k = kernel::stream_k_partition(units, k_tiles, args.split_k);
     grid = dim3(kernel::stream_k_blocks(units, params.stream_k));
   }

@@ -158,7 +158,7 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
   using Out = TileOutput<Loop>;
   const StreamKPartition& partition = params.stream_k;
   const int tiles_m = (params.M + Loop::kTileM - 1) / Loop::kTileM;
-  const int units = (params.N / Loop::kTileN + (params.N % Loop::kTileN != 0)) * tiles_m * partition.k_tiles;
+  const int units = static_cast<int>(stream_k_units(params.M, params.N, Loop::kTileM, Loop::kTileN, partition.k_tiles));
   const int begin = blockIdx.x * partition.units_per_block;
   const int end = min(begin + partition.units_per_block, units);
   for (int unit = begin; unit < end;) {

@@ -49,6 +49,11 @@ struct StreamKPartition {
   }
 };
 
+// The units of an M x N problem in tile_m x tile_n output tiles of k_tiles k-tiles each.
+MIXGEMM_HOST_DEVICE inline int64_t stream_k_units(int M, int N, int tile_m, int tile_n, int k_tiles) {
+  return static_cast<int64_t>((M + tile_m - 1) / tile_m) * ((N + tile_n - 1) / tile_n) * k_tiles;
+}
+
 // The partition of `units` units among at most `blocks` blocks: equal shares, rounded up, and as many blocks
 // as those shares need (never an idle block).
 inline StreamKPartition stream_k_partition(int64_t units, int k_tiles, int blocks) {
