@@ -16,7 +16,7 @@ graphs, median of 7). Prints one line per (shape, M) with the winner and Marlin'
 section 7 has one, and writes every time to ``$OUT/path_probe.json`` (or ./path_probe.json):
 
     python tools/path_probe.py [--shapes 4096x4096,8192x28672] [--m 16,64,1024] [--paths sm80,auto]
-                               [--sm90-splits 2,4,8] [--sm80-stream-k 1,2,3]
+                               [--sm90-splits 2,4,8] [--sm80-stream-k 1,2,3] [--only REGEX]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import functools
 import json
 import os
 import pathlib
+import re
 
 import torch
 
@@ -61,6 +62,9 @@ def main() -> None:
     parser.add_argument("--sm80-stream-k", type=lambda t: [int(v) for v in t.split(",")], default=[],
                         help="blocks per SM at which every sm80 config is also timed with stream-K; 0 times it "
                              "unsplit (none)")
+    parser.add_argument("--only", type=re.compile, default=None,
+                        help="regular expression: time only our kernels whose label it matches (re.search), e.g. "
+                             "'_s[34](_sk\\d+)?\\[sm80\\]'; cuBLAS and cutlass2_fp16 always run (all)")
     args = parser.parse_args()
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     unknown = set(args.paths) - set(PATHS)
@@ -86,6 +90,8 @@ def main() -> None:
             row = {}
 
             def run(label, weight_key, config):
+                if args.only is not None and not args.only.search(label):
+                    return
                 ws = packed(*weight_key)
                 try:
                     mixgemm.gemm(x, ws[0], config=config)
