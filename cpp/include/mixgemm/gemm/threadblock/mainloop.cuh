@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cutlass/arch/memory_sm80.h"
+#include "mixgemm/common/shared_address.cuh"
 #include "mixgemm/gemm/threadblock/tile_loader.cuh"
 #include "mixgemm/gemm/warp/mma_mixed_input.cuh"
 
@@ -42,6 +43,7 @@ struct Mainloop {
   static constexpr int kMmaN = WarpN / 8;         // n8 accumulator tiles per warp
   static constexpr int kStageBytes = Layout::kStageBytes;
   static constexpr int kSharedBytes = Stages * kStageBytes;
+  static_assert(kStageBytes % 128 == 0, "stages on 128-byte boundaries (load_slab's swizzle by xor)");
   static constexpr int kSlabsPerQuant = kQuantK / kSlabK;  // slabs sharing one row of scales: 2
 
   using Traits = warp::ActTraits<T>;
@@ -58,35 +60,57 @@ struct Mainloop {
   __device__ static int warp_m0() { return (threadIdx.x / 32 % kWarpsM) * WarpM; }
   __device__ static int warp_n0() { return (threadIdx.x / 32 / kWarpsM) * WarpN; }
 
-  // Scales and offsets of one 32-row half of a stage for this lane's two columns per 16-column block
-  // (c = lane / 4 and c + 8, see the warp header).
-  __device__ static void load_quant(const uint8_t* stage_base, int half, warp::ColumnQuant<T> (&quant)[kWords]) {
-    const T* scale_row = reinterpret_cast<const T*>(stage_base + Layout::kQuantOffset) + half * TileN;
-    const T* offset_row = scale_row + Layout::kQuantRows * TileN;
+  // This lane's shared-memory offsets inside a stage, computed once per threadblock: each k-tile adds
+  // the stage's address (one add each), and every slab, row block and column block is an immediate.
+  struct LaneOffsets {
+    uint32_t a;      // A fragment of slab 0, row block 0 (see load_slab for the other slabs)
+    uint32_t b;      // this warp's B words of slab 0
+    uint32_t quant;  // scale of column c of the warp's first block, first half
+  };
+
+  __device__ static LaneOffsets lane_offsets() {
     const int lane = threadIdx.x % 32;
+    // ldmatrix.x4 of a 16 x 16 A block: lanes 0-15 address rows 0-15 at k 0-7 of the slab (chunk 0),
+    // lanes 16-31 the same rows at k 8-15 (chunk 1); chunks are swizzled by (row % 8) = lane % 8, since
+    // warp_m0 and the row blocks are multiples of 16.
+    const int row = warp_m0() + lane % 16;
+    LaneOffsets o;
+    o.a = row * (kTileK * 2) + ((lane / 16) ^ (lane % 8)) * kChunkBytes;
+    o.b = Layout::kABytes + BTile::template lane_offset<kWords>(warp_n0() / kBlockN, lane);
+    o.quant = Layout::kQuantOffset + (warp_n0() + lane / 4) * 2;
+    return o;
+  }
+
+  // Scales and offsets of one 32-row half of a stage for this lane's two columns per 16-column block
+  // (c = lane / 4 and c + 8, see the warp header). `quant_row` = stage + LaneOffsets::quant.
+  __device__ static void load_quant(uint32_t quant_row, int half, warp::ColumnQuant<T> (&quant)[kWords]) {
 #pragma unroll
     for (int w = 0; w < kWords; ++w) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int col = warp_n0() + 16 * w + 8 * h + lane / 4;
-        quant[w].scale[h] = Traits::broadcast(scale_row[col]);
-        quant[w].offset[h] = Traits::broadcast(offset_row[col]);
+        const uint32_t scale = quant_row + (half * TileN + 16 * w + 8 * h) * 2;
+        quant[w].scale[h] = Traits::broadcast(load_shared_half(scale));
+        quant[w].offset[h] = Traits::broadcast(load_shared_half(scale + Layout::kQuantRows * Layout::kQuantBytes));
       }
     }
   }
 
+  __device__ static T load_shared_half(uint32_t address) {
+    const uint16_t bits = load_shared_u16(address);
+    return *reinterpret_cast<const T*>(&bits);
+  }
+
   // Reads slab `slab` of a stage into registers: kMmaM ldmatrix.x4 for A, the widest shared loads the
-  // warp tile allows for B.
-  __device__ static void load_slab(const uint8_t* stage_base, int slab, SlabFragments& f) {
-    const int lane = threadIdx.x % 32;
+  // warp tile allows for B. `a_base` = stage + LaneOffsets::a, `b_base` = stage + LaneOffsets::b.
+  __device__ static void load_slab(uint32_t a_base, uint32_t b_base, int slab, SlabFragments& f) {
+    // Slab s reads chunks 2 s + (lane / 16) instead of lane / 16: the swizzled chunk (2 s + h) ^ r equals
+    // (h ^ r) ^ 2 s, i.e. address bits 5-6 flipped by s. The stage (a multiple of 128 bytes, from a
+    // 128-byte aligned base) and the row (128 bytes each) leave those bits to the chunk, so the flip is
+    // one xor of the whole address.
+    const uint32_t a_slab = a_base ^ (slab * 2 * kChunkBytes);
 #pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi) {
-      // ldmatrix.x4: lanes 0-15 address rows 0-15 at k 0-7 of the slab, lanes 16-31 the same rows at k 8-15.
-      const int row = warp_m0() + 16 * mi + lane % 16;
-      const int chunk = 2 * slab + lane / 16;
-      warp::load_a_fragment(f.a[mi], stage_base + row * 128 + ((chunk ^ (row % 8)) * kChunkBytes));
-    }
-    BTile::template read_words<kWords>(stage_base + Layout::kABytes, slab, warp_n0() / kBlockN, lane, f.words);
+    for (int mi = 0; mi < kMmaM; ++mi) ldmatrix<4>(f.a[mi], a_slab + 16 * mi * (kTileK * 2));
+    BTile::template read_words<kWords>(b_base, slab, f.words);
   }
 
   // acc += A x dequant(B) for one slab whose B fragments are already converted.
@@ -113,39 +137,45 @@ struct Mainloop {
   // hidden latency gained: 3% slower on the 128 x 256 tiles at M = 4096, 1.5-3% faster on 64 x 128.
   __device__ static void run(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
                              float (&acc)[kMmaM][kMmaN][4]) {
+    const uint32_t smem_base = shared_address(smem);
     Loader loader(p, kt_begin);
     // Prologue: Stages - 1 tiles in flight. Every thread commits one group per slot, even an empty one,
     // so the wait_group count below always refers to the right tile.
 #pragma unroll
     for (int s = 0; s < Stages - 1; ++s) {
-      if (s < num_tiles) loader.load(smem + s * kStageBytes);
+      if (s < num_tiles) loader.load(smem_base + s * kStageBytes);
       cutlass::arch::cp_async_fence();
     }
     // With group sizes that are multiples of 64 both 32-row halves of a k-tile share one group: its scales
-    // are read from shared memory once per k-tile instead of twice.
+    // are read from shared memory once per k-tile instead of twice. (Keeping them in registers across the
+    // k-tiles of a group, re-read only when a k-tile starts one, saved 8 of ~300 instructions per k-tile at
+    // 64 x 32 warps but took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
     const bool one_group_per_tile = p.group_size % kTileK == 0;
-    int stage = 0;  // i % Stages, kept as a counter: a modulo by 3 or 5 costs several instructions
+    const LaneOffsets lane = lane_offsets();
+    // Byte offsets of tile i's stage and of the stage tile i + Stages - 1 goes to (tile i - 1's), kept as
+    // counters: a multiply by a runtime stage index, or a modulo by 3 or 5, costs several instructions.
+    uint32_t read_stage = 0, write_stage = (Stages - 1) * kStageBytes;
     for (int i = 0; i < num_tiles; ++i) {
       cutlass::arch::cp_async_wait<Stages - 2>();
       __syncthreads();  // tile i is visible to all warps, and the stage tile i - 1 used is free to refill
-      const int write_stage = stage == 0 ? Stages - 1 : stage - 1;  // (i - 1) % Stages: tile i - 1's stage
-      if (i + Stages - 1 < num_tiles) loader.load(smem + write_stage * kStageBytes);
+      if (i + Stages - 1 < num_tiles) loader.load(smem_base + write_stage);
       cutlass::arch::cp_async_fence();
-      const uint8_t* stage_base = smem + stage * kStageBytes;
+      const uint32_t stage = smem_base + read_stage;
       warp::ColumnQuant<T> quant[kWords];
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab) {
         if (slab == 0 || (slab % kSlabsPerQuant == 0 && !one_group_per_tile))
-          load_quant(stage_base, slab / kSlabsPerQuant, quant);
+          load_quant(stage + lane.quant, slab / kSlabsPerQuant, quant);
         SlabFragments f;
-        load_slab(stage_base, slab, f);
+        load_slab(stage + lane.a, stage + lane.b, slab, f);
         warp::BFragPair b[kWords];
 #pragma unroll
         for (int w = 0; w < kWords; ++w)
           b[w] = warp::dequantize_block<T, Bits, kWeightLayout>(&f.words[w * kWordsPerSubBlock], quant[w]);
         mma_slab(f.a, b, acc);
       }
-      stage = stage + 1 == Stages ? 0 : stage + 1;
+      write_stage = read_stage;
+      read_stage = read_stage + kStageBytes == kSharedBytes ? 0 : read_stage + kStageBytes;
     }
     cutlass::arch::cp_async_wait<0>();
   }

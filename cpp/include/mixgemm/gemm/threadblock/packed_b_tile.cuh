@@ -19,10 +19,7 @@
 
 #include <cstdint>
 
-#include "cutlass/arch/memory_sm75.h"
-#include "cutlass/arch/memory_sm80.h"
-#include "cutlass/array.h"
-#include "cutlass/layout/matrix.h"
+#include "mixgemm/common/shared_address.cuh"
 #include "mixgemm/gemm/gemm_args.h"
 
 namespace mixgemm::gemm::threadblock {
@@ -71,21 +68,24 @@ class RunCopies {
     return Threads % kRunChunks == 0 ? 0 : (j * Threads) % kRunChunks;
   }
 
-  // Issues this thread's copies of the current k-tile into `stage_b` (the stage's B bytes).
-  __device__ void copy(uint8_t* stage_b) const {
+  // Issues this thread's copies of the current k-tile into the stage's B bytes at shared address `stage_b`.
+  __device__ void copy(uint32_t stage_b) const {
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
       const bool valid = (valid_ >> j) & 1;
-      const uint4* src = valid ? src_ + run_delta(j) * run_step_ + within_delta(j) : first_;
-      cutlass::arch::cp_async_zfill<kChunkBytes, cutlass::arch::CacheOperation::Global>(
-          stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src, valid);
+      // A zero-filled copy reads nothing but still names a source: copy 0's, which the layouts keep inside
+      // the weight. A select of a 32-bit offset, not of two 64-bit pointers.
+      const int offset = valid ? run_delta(j) * run_step_ + within_delta(j) : 0;
+      cp_async_16(stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src_ + offset, valid);
     }
   }
 
-  const uint4* src_;    // this thread's copy 0 of the current k-tile
-  const uint4* first_;  // the weight's first chunk: the (unread) source of zero-filled copies
-  int64_t run_step_;    // chunks between runs
-  uint32_t valid_;      // bit j: copy j lies inside the weight
+  // This thread's copy 0 of the current k-tile. When copy 0 lies past the weight's last column, so do all
+  // the thread's copies (their runs and chunks only grow with j); the layout then points it at the tile's
+  // first column instead, which is inside the weight for every k-tile.
+  const uint4* src_;
+  int run_step_;     // chunks between runs; every offset within the weight fits: B is < 2^31 chunks (32 GiB)
+  uint32_t valid_;   // bit j: copy j lies inside the weight
 };
 
 // sm90-layout geometry for `Bits`-bit weights: a 16 x 16 block holds Bits / 4 words per lane.
@@ -118,46 +118,58 @@ class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> : public Sm80Copies
 
   // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... of the columns n0 .. n0 + TileN.
   __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
-    const int first_strip = n0 / kPackedStripN;
+    const int strips = N / kPackedStripN, first_strip = n0 / kPackedStripN;
     this->run_step_ = (K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
     const int strip = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
-    this->src_ = reinterpret_cast<const uint4*>(B) + (first_strip + strip) * this->run_step_ +
-                 kt_begin * kRunChunks + within;
     this->valid_ = 0;
 #pragma unroll
     for (int j = 0; j < Copies::kPerThread; ++j)
-      this->valid_ |= uint32_t{first_strip + strip + Copies::run_delta(j) < N / kPackedStripN} << j;
-    this->first_ = reinterpret_cast<const uint4*>(B);
+      this->valid_ |= uint32_t{first_strip + strip + Copies::run_delta(j) < strips} << j;
+    const int source_strip = first_strip + strip < strips ? first_strip + strip : first_strip;
+    this->src_ = reinterpret_cast<const uint4*>(B) + static_cast<int64_t>(source_strip) * this->run_step_ +
+                 kt_begin * kRunChunks + within;
   }
 
   // Issues this thread's copies of the next k-tile into `stage_b`, then steps to the k-tile after.
-  __device__ void load(uint8_t* stage_b) {
+  __device__ void load(uint32_t stage_b) {
     this->copy(stage_b);
     this->src_ += kRunChunks;  // the strip's next four slabs follow its current ones
   }
 
-  // This lane's words of blocks first_block .. first_block + kBlocks - 1 (16 columns each) of slab `slab`, with
-  // the widest shared loads the blocks allow (16 bytes per lane for a whole strip).
+  // A lane's words of blocks first_block .. first_block + kBlocks - 1 (16 columns each) of a slab are read
+  // with the widest shared loads the blocks allow (16 bytes per lane for a whole strip). lane_offset() is
+  // where they start in slab 0 of a stage's B bytes; read_words() adds the slab and each load's step, both
+  // constants: a warp's blocks are either whole strips (WarpN a multiple of 64) or lie inside one strip
+  // (WarpN 16 or 32 divides the strip's 64 columns), so load v is kVector v words past the first.
   template <int kBlocks>
-  __device__ static void read_words(const uint8_t* stage_b, int slab, int first_block, int lane,
-                                    uint32_t (&words)[kBlocks * Geometry::kWordsPerSubBlock]) {
-    constexpr int kTotal = kBlocks * Geometry::kWordsPerSubBlock;
-    constexpr int kVector = kTotal < 4 ? kTotal : 4;
+  static constexpr int kTotal = kBlocks * Geometry::kWordsPerSubBlock;
+  template <int kBlocks>
+  static constexpr int kVector = kTotal<kBlocks> < 4 ? kTotal<kBlocks> : 4;
+
+  template <int kBlocks>
+  __device__ static uint32_t lane_offset(int first_block, int lane) {
     const int first_word = first_block * Geometry::kWordsPerSubBlock;
+    return (first_word / Geometry::kWordsPerLane) * Geometry::kStripTileBytes + lane * Geometry::kWordsPerLane * 4 +
+           (first_word % Geometry::kWordsPerLane) * 4;
+  }
+
+  template <int kBlocks>
+  __device__ static void read_words(uint32_t lane_b, int slab, uint32_t (&words)[kTotal<kBlocks>]) {
+    constexpr int kVec = kVector<kBlocks>;
 #pragma unroll
-    for (int v = 0; v < kTotal / kVector; ++v) {
-      const int word = first_word + v * kVector;
-      const int strip = word / Geometry::kWordsPerLane, in_strip = word % Geometry::kWordsPerLane;
-      const uint8_t* src = stage_b + strip * Geometry::kStripTileBytes + slab * Geometry::kSlabBytes +
-                           lane * Geometry::kWordsPerLane * 4 + in_strip * 4;
-      if constexpr (kVector == 4) {
-        const uint4 x = *reinterpret_cast<const uint4*>(src);
+    for (int v = 0; v < kTotal<kBlocks> / kVec; ++v) {
+      const int step = v * kVec;  // words past the first
+      const uint32_t address = lane_b + slab * Geometry::kSlabBytes +
+                               (step / Geometry::kWordsPerLane) * Geometry::kStripTileBytes +
+                               (step % Geometry::kWordsPerLane) * 4;
+      if constexpr (kVec == 4) {
+        const uint4 x = load_shared_v4(address);
         words[4 * v] = x.x, words[4 * v + 1] = x.y, words[4 * v + 2] = x.z, words[4 * v + 3] = x.w;
-      } else if constexpr (kVector == 2) {
-        const uint2 x = *reinterpret_cast<const uint2*>(src);
+      } else if constexpr (kVec == 2) {
+        const uint2 x = load_shared_v2(address);
         words[2 * v] = x.x, words[2 * v + 1] = x.y;
       } else {
-        words[v] = *reinterpret_cast<const uint32_t*>(src);
+        words[v] = load_shared_u32(address);
       }
     }
   }
@@ -176,46 +188,57 @@ class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> : public Sm90Copies
   static constexpr int kRunChunks = Copies::kRunChunks;  // one slab of the tile's blocks
 
   __device__ PackedBTile(const int32_t* B, int N, int K, int n0, int kt_begin) {
-    const int first_block = n0 / kBlockN;
-    this->run_step_ = static_cast<int64_t>(N / kBlockN) * kBlockChunks;  // chunks between slabs: N's blocks
+    const int blocks = N / kBlockN, first_block = n0 / kBlockN;
+    this->run_step_ = blocks * kBlockChunks;  // chunks between slabs: N's blocks
     const int slab = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
-    const int64_t first_row = static_cast<int64_t>(kt_begin) * kSlabs + slab;  // this thread's slab row
-    this->src_ = reinterpret_cast<const uint4*>(B) + first_row * this->run_step_ + first_block * kBlockChunks + within;
     this->valid_ = 0;
 #pragma unroll
     for (int j = 0; j < Copies::kPerThread; ++j) {
       const int block = (within + Copies::within_delta(j)) / kBlockChunks;
-      this->valid_ |= uint32_t{first_block + block < N / kBlockN} << j;
+      this->valid_ |= uint32_t{first_block + block < blocks} << j;
     }
-    this->first_ = reinterpret_cast<const uint4*>(B);
+    const int64_t first_row = static_cast<int64_t>(kt_begin) * kSlabs + slab;  // this thread's slab row
+    const int source_chunk = this->valid_ & 1 ? first_block * kBlockChunks + within : first_block * kBlockChunks;
+    this->src_ = reinterpret_cast<const uint4*>(B) + first_row * this->run_step_ + source_chunk;
   }
 
-  __device__ void load(uint8_t* stage_b) {
+  __device__ void load(uint32_t stage_b) {
     this->copy(stage_b);
     this->src_ += kSlabs * this->run_step_;  // the k-tile's four slab rows, then the next k-tile's
   }
 
   template <int kBlocks>
-  __device__ static void read_words(const uint8_t* stage_b, int slab, int first_block, int lane,
-                                    uint32_t (&words)[kBlocks * kWordsPerBlock]) {
-    const uint8_t* slab_b = stage_b + (slab * kTileBlocks + first_block) * kBlockBytes;
+  static constexpr int kMatrices = kBlocks < 4 ? kBlocks : 4;  // int4: blocks per ldmatrix
+
+  // As for the sm80 layout: lane_offset() in slab 0, read_words() adds constants. int4: ldmatrix lane
+  // 8 m + r addresses row r (16 bytes) of matrix m = block m of each group of kMatrices blocks.
+  template <int kBlocks>
+  __device__ static uint32_t lane_offset(int first_block, int lane) {
     if constexpr (Bits == 4) {
-      // ldmatrix: lane 8 m + r addresses row r (16 bytes) of matrix m = block m of the group.
-      constexpr int kMatrices = kBlocks < 4 ? kBlocks : 4;
-      static_assert(kBlocks % kMatrices == 0, "warp tiles of 16, 32 or a multiple of 64 columns");
-      const int m = lane / 8 % kMatrices, row = lane % 8;
+      constexpr int kM = kMatrices<kBlocks>;
+      static_assert(kBlocks % kM == 0, "warp tiles of 16, 32 or a multiple of 64 columns");
+      return (first_block + lane / 8 % kM) * kBlockBytes + (lane % 8) * kChunkBytes;
+    } else {
+      return first_block * kBlockBytes + lane * 8;
+    }
+  }
+
+  template <int kBlocks>
+  __device__ static void read_words(uint32_t lane_b, int slab, uint32_t (&words)[kBlocks * kWordsPerBlock]) {
+    const uint32_t slab_b = lane_b + slab * kTileBlocks * kBlockBytes;
+    if constexpr (Bits == 4) {
+      constexpr int kM = kMatrices<kBlocks>;
 #pragma unroll
-      for (int v = 0; v < kBlocks / kMatrices; ++v) {
-        cutlass::Array<unsigned, kMatrices> regs;
-        cutlass::arch::ldsm<cutlass::layout::RowMajor, kMatrices>(
-            regs, slab_b + (v * kMatrices + m) * kBlockBytes + row * kChunkBytes);
+      for (int v = 0; v < kBlocks / kM; ++v) {
+        uint32_t regs[kM];
+        ldmatrix<kM>(regs, slab_b + v * kM * kBlockBytes);
 #pragma unroll
-        for (int i = 0; i < kMatrices; ++i) words[v * kMatrices + i] = regs[i];
+        for (int i = 0; i < kM; ++i) words[v * kM + i] = regs[i];
       }
     } else {
 #pragma unroll
       for (int b = 0; b < kBlocks; ++b) {
-        const uint2 x = *reinterpret_cast<const uint2*>(slab_b + b * kBlockBytes + lane * 8);
+        const uint2 x = load_shared_v2(slab_b + b * kBlockBytes);
         words[2 * b] = x.x, words[2 * b + 1] = x.y;
       }
     }

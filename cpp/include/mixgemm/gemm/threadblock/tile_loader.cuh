@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "cutlass/arch/memory_sm80.h"
+#include "mixgemm/common/shared_address.cuh"
 #include "mixgemm/gemm/gemm_args.h"
 #include "mixgemm/gemm/threadblock/packed_b_tile.cuh"
 
@@ -100,19 +100,19 @@ class TileLoader {
     }
   }
 
-  // Issues this thread's cp.async copies of the next k-tile into `stage`, then steps to the k-tile after.
-  __device__ void load(uint8_t* stage) {
-    using cutlass::arch::cp_async_zfill;
-    using cutlass::arch::CacheOperation;
+  // Issues this thread's cp.async copies of the next k-tile into the stage at shared address `stage`, then
+  // steps to the k-tile after.
+  __device__ void load(uint32_t stage) {
 #pragma unroll
     for (int j = 0; j < kAPerThread; ++j) {
       const bool valid = (a_valid_ >> j) & 1;
-      const T* src = valid ? a_src_ + j * a_row_step_ : a_src_;
-      cp_async_zfill<kChunkBytes, CacheOperation::Global>(stage + a_dst_ + j * kARowStep * (kTileK * 2), src, valid);
+      // Rows past M are zero-filled and name this thread's first (clamped) row: a 32-bit select of the
+      // offset; j * a_row_step_ < TileM * K fits in an int.
+      cp_async_16(stage + a_dst_ + j * kARowStep * (kTileK * 2), a_src_ + (valid ? j * a_row_step_ : 0), valid);
     }
     b_.load(stage + Layout::kABytes);
     if (threadIdx.x < kQuantChunks) {
-      cp_async_zfill<kChunkBytes, CacheOperation::Global>(stage + q_dst_, q_src_, q_valid_);
+      cp_async_16(stage + q_dst_, q_src_, q_valid_);
       // The next k-tile's half is 2 rows of 32 further on: at most two group boundaries (group size 32).
       q_rem_ += kTileK / kQuantK;
 #pragma unroll

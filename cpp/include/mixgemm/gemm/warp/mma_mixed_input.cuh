@@ -24,7 +24,6 @@
 
 #include <cstdint>
 
-#include "cutlass/arch/memory_sm75.h"
 #include "cutlass/arch/mma_sm80.h"
 #include "cutlass/array.h"
 #include "cutlass/gemm/gemm.h"
@@ -126,14 +125,6 @@ __device__ __forceinline__ void mma_16x8x16(float (&acc)[4], const uint32_t (&a)
   const cutlass::Array<Cut, 8>& fa = *reinterpret_cast<const cutlass::Array<Cut, 8>*>(a);
   const cutlass::Array<Cut, 4>& fb = *reinterpret_cast<const cutlass::Array<Cut, 4>*>(b);
   MmaOp<T>{}(c, fa, fb, c);
-}
-
-// A fragment of a 16x16 block by one ldmatrix.x4; `smem_row_ptr` is this lane's row/half-block address.
-__device__ __forceinline__ void load_a_fragment(uint32_t (&a)[4], const void* smem_row_ptr) {
-  cutlass::Array<unsigned, 4> regs;
-  cutlass::arch::ldsm<cutlass::layout::RowMajor, 4>(regs, smem_row_ptr);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) a[i] = regs[i];
 }
 
 }  // namespace mixgemm::gemm::warp
