@@ -606,7 +606,8 @@ def test_heuristic_invariants(set_name, N, K, sms):
             assert cfg.tile_m in (64, 128), (M, cfg)
         if cfg.split_k_mode == "streamk":
             # At most the tile's blocks per SM, each with its least k-tiles of the units; two blocks at least.
-            per_sm, least = {16: (2, 8), 64: (2, 16), 128: (1, 16)}[cfg.tile_m]
+            per_sm, least = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): (2, 16),
+                             (64, 256): (2, 16), (128, 128): (1, 16), (128, 256): (1, 16)}[cfg.tile_m, cfg.tile_n]
             units = math.ceil(M / cfg.tile_m) * math.ceil(N / cfg.tile_n) * (K // cfg.tile_k)
             assert 2 <= cfg.split_k <= per_sm * sms and cfg.split_k * least <= units, (M, cfg)
             continue
@@ -625,27 +626,33 @@ def test_heuristic_invariants(set_name, N, K, sms):
 def test_heuristic_tile_by_m(set_name):
     configs = SETS[set_name]
     pick = lambda M: tuning.heuristic_config(configs, M, 4096, 4096, 132)  # noqa: E731
-    assert (pick(1).tile_m, pick(1).tile_n) == (16, 256)
+    assert (pick(1).tile_m, pick(1).tile_n) == (16, 128)
     assert pick(16).tile_m == 16
     assert pick(17).tile_m == (32 if set_name == "full" else 64)
     assert pick(64).tile_m == 64
     assert pick(65).tile_m == 64
     assert (pick(256).tile_m, pick(256).tile_n) == (64, 128)
     assert (pick(257).tile_m, pick(4096).tile_n) == (128, 256)
-    # Stage count: the shallowest of 3 or more.
-    assert pick(1).stages == 3
+    # Stage count: the one measured for the tile where there is one (16 x 128: 4), else the shallowest of
+    # 3 or more.
+    assert pick(1).stages == 4
+    assert pick(4096).stages == 3
 
 
 def test_heuristic_small_grid_streams_k():
     cfg = tuning.heuristic_config(SETS["minimal"], 1, 4096, 4096, 132)
-    assert (cfg.tile_m, cfg.tile_n) == (16, 256)
-    # 16 tiles x 64 k-tiles = 1024 units: 2 x 132 blocks would get under 8 each, so 1024 / 8 = 128 blocks.
-    assert (cfg.split_k, cfg.split_k_mode) == (128, "streamk")
+    assert (cfg.tile_m, cfg.tile_n) == (16, 128)
+    # 32 tiles x 64 k-tiles = 2048 units: 4 x 132 blocks would get under 8 each, so 2048 / 8 = 256 blocks.
+    assert (cfg.split_k, cfg.split_k_mode) == (256, "streamk")
 
 
-def test_heuristic_16_row_tiles_stream_k_over_two_blocks_per_sm():
-    # M = 16, N = 28672: 112 tiles of 16 x 256 x 128 k-tiles: 2 x 132 blocks of 54 k-tiles each.
+def test_heuristic_16_row_tiles_stream_k_over_four_blocks_per_sm():
+    # M = 16, N = 28672: 224 tiles of 16 x 128 x 128 k-tiles: 4 x 132 blocks of 54 k-tiles each.
     cfg = tuning.heuristic_config(SETS["minimal"], 16, 28672, 8192, 132)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (16, 128, 528, "streamk")
+    # Without 16 x 128 tiles, 16 x 256 ones stream K over 2 blocks per SM (4 lost, BENCHMARKS.md).
+    wide = [c for c in SETS["minimal"] if (c.tile_m, c.tile_n) != (16, 128)]
+    cfg = tuning.heuristic_config(wide, 16, 28672, 8192, 132)
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (16, 256, 264, "streamk")
 
 
@@ -744,6 +751,16 @@ def test_sm90_decode_split_k_is_the_sm80_layouts():
     for M, N, K in [(1, 4096, 4096), (8, 28672, 8192), (4, 4096, 11008)]:
         sm80 = tuning.heuristic_config(DECODE + [GemmConfig(16, 256, 64, 16, 64, 64, 3)], M, N, K, 132)
         assert sm90_pick(M, N, K) == sm80
+
+
+def test_heuristic_16_row_tile_depends_on_the_weight_layout():
+    # sm90-layout weights keep 16 x 256 at 2 blocks per SM, although the full build compiles 16 x 128 for them.
+    assert (16, 128, 4) in [(c.tile_m, c.tile_n, c.stages) for c in SM80_ON_SM90_FULL]
+    for M in (9, 16):
+        cfg = sm90_pick(M, 28672, 8192)
+        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
+        cfg = tuning.heuristic_config(DECODE + SETS["full"], M, 28672, 8192, 132)
+        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 528, "streamk")
 
 
 @pytest.mark.parametrize("N, K, warps_split_m1, warps_split_m8", [

@@ -37,8 +37,9 @@ FULL = {
     (128, 256, 128, 32): (3,),
 }
 # The heuristic's first choice per regime (python/mixgemm/tuning.py), enough to exercise every code path
-# (CI's 2-core build).
+# (CI's 2-core build): 16 x 128 is the M <= 16 tile of sm80-layout weights, 16 x 256 that of sm90-layout ones.
 MINIMAL = {
+    (16, 128, 16, 32): (4,),
     (16, 256, 16, 64): (3,),
     (64, 128, 64, 32): (4,),
     (128, 256, 128, 32): (3,),

@@ -116,18 +116,33 @@ def gemv_split(config: GemmConfig, N: int, K: int, sm_count: int) -> GemmConfig:
 
 
 _LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M) is the large-M tile
+# 16 x 128 was measured with 4 stages at 4 blocks per SM (_SMALL_M_FIRST); the full build also has 3 and 5.
+_PREFERRED_STAGES = {(16, 128): 4}
 
 
-def _pick_tile(configs: list[GemmConfig], M: int) -> GemmConfig:
+# M <= 16 on sm80-layout weights: 16 x 128 tiles at 4 stages and 4 stream-K blocks per SM (below) beat
+# 16 x 256 at 2 per SM on all four DESIGN shapes (tools/path_probe.py, 2026-11-24, BENCHMARKS.md "sm80
+# main loop: fewer instructions"): 8192 x 8192 19.6 against 21.0 us, 8192 x 28672 54.9 against 57.9,
+# 28672 x 8192 53.1 against 55.2, 4096 x 4096 (256 blocks of 8 k-tiles) 9.1 against 9.9 (16 x 256 at its
+# 128 blocks). On sm90-layout weights, whose B fragments come by ldmatrix, 16 x 256 keeps them: 16 x 128
+# at 4 per SM took 61.7 against 56.6 us on 8192 x 28672 and 59.6 against 55.4 on 28672 x 8192.
+_SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 256)}
+
+
+def _pick_tile(configs: list[GemmConfig], M: int, layout: str = "sm80") -> GemmConfig:
     configs = [c for c in configs if c.path == "sm80"]
     for bound, tiles in _PREFERENCE:
         if M <= bound:
+            if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
+                tiles = (_SMALL_M_FIRST[layout],) + tuple(t for t in tiles if t != _SMALL_M_FIRST[layout])
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
                 if matches:
                     # Stage counts measured within noise of each other for a tile; take the shallowest
-                    # of 3 or more (less shared memory per block, so more blocks per SM).
-                    return min(matches, key=lambda c: (c.stages < 3, c.stages))
+                    # of 3 or more (less shared memory per block, so more blocks per SM), except where
+                    # one stage count was measured as the rule's choice.
+                    preferred = [c for c in matches if c.stages == _PREFERRED_STAGES.get((tile_m, tile_n))]
+                    return (preferred or sorted(matches, key=lambda c: (c.stages < 3, c.stages)))[0]
             break
     # Nothing preferred was compiled: the nearest tile height.
     return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
@@ -262,7 +277,7 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
         return dequant
     if layout == "sm90":
         if _sm80_takes_sm90_layout(configs, M):
-            return _sm80_config(configs, M, N, K, sm_count)
+            return _sm80_config(configs, M, N, K, sm_count, layout)
         config = sm90_config(configs, M, N, sm_count)
         if config is None:
             if dequant is not None:  # no compiled weight tile divides N: the dequant path takes any N
@@ -286,28 +301,34 @@ def heuristic_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count
 #   on tiles far apart and no longer share weight strips in L2), and at M = 1024 it was within the spread
 #   between runs (0.84x-1.03x).
 # * 16 x 256 tiles, 2 per SM: 8192 x 8192 at M = 16 21.1-21.5 against 23.6; the large shapes within 2%.
+#   16 x 128 tiles (the sm80 layout's M <= 16 tile since, _SMALL_M_FIRST), 4 per SM: 8192 x 28672 54.9 us
+#   against 59.5 at 2 per SM, 28672 x 8192 53.1 against 58.7, 8192 x 8192 19.6 against 20.7 (16 x 256 at 4
+#   per SM lost: 58.3 against 57.9 at 2).
 # * Each block needs enough k-tiles to fill its pipeline: with 7.8 per block (4096 x 4096, M = 64, 264
 #   blocks) 64 x 128 took 16.6 us against 15.0 at 132 blocks; 16-row tiles lost nothing at 7.8.
 # 32-row tiles (the full build's M = 17..32) were not probed and keep the split rule.
-_STREAM_K = {16: (2, 8), 64: (2, 16), 128: (1, 16)}  # tile_m: (blocks per SM, least k-tiles per block)
+# (tile_m, tile_n): (blocks per SM, least k-tiles per block)
+_STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): (2, 16), (64, 256): (2, 16),
+             (128, 128): (1, 16), (128, 256): (1, 16)}
 _STREAM_K_MAX_M = 256
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16  # 128-row stream-K tiles take M = 65..256 from this many k-tiles
 
 
 def _stream_k(config: GemmConfig, M: int, N: int, K: int, sm_count: int) -> GemmConfig | None:
     """``config`` as the stream-K grid the rule above gives it, or None where the rule does not apply."""
-    if config.tile_m not in _STREAM_K or M > _STREAM_K_MAX_M:
+    if (config.tile_m, config.tile_n) not in _STREAM_K or M > _STREAM_K_MAX_M:
         return None
-    per_sm, least = _STREAM_K[config.tile_m]
+    per_sm, least = _STREAM_K[config.tile_m, config.tile_n]
     blocks = min(per_sm * sm_count, config.stream_k_units(M, N, K) // least)
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
 
-def _sm80_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int) -> GemmConfig:
-    """The sm80 path's choice: a tile by M bucket (a 128-row one from M = 65 where it gives every SM 16
-    k-tiles), then stream-K where the rule above has the tile, else split-K until the grid keeps the GPU
-    busy."""
-    config = _pick_tile(configs, M)
+def _sm80_config(configs: list[GemmConfig], M: int, N: int, K: int, sm_count: int,
+                 layout: str = "sm80") -> GemmConfig:
+    """The sm80 path's choice for a weight in ``layout``: a tile by M bucket (a 128-row one from M = 65
+    where it gives every SM 16 k-tiles), then stream-K where the rule above has the tile, else split-K
+    until the grid keeps the GPU busy."""
+    config = _pick_tile(configs, M, layout)
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
