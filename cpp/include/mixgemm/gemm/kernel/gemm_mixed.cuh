@@ -41,8 +41,8 @@ struct KernelParams {
   StreamKPartition stream_k;  // mode kStreamK only
 };
 
-// The output side of one threadblock tile: which (row, column pair) each lane's accumulators hold, and the
-// ways they leave the block (to D, to a split's M x N partial, to a stream-K slot).
+// One threadblock tile: the main loop's problem for it, which (row, column pair) each lane's accumulators
+// hold, and the ways they leave the block (to D, to a split's M x N partial, to a stream-K slot).
 template <typename Loop>
 struct TileOutput {
   using T = typename Loop::Element;
@@ -51,6 +51,12 @@ struct TileOutput {
 
   const KernelParams& params;
   int m0, n0;
+
+  // The main loop's view of the same tile: the operands, the problem's sizes and the tile's corner.
+  __device__ typename Loop::Problem problem() const {
+    return {static_cast<const T*>(params.A), params.B, static_cast<const T*>(params.scales),
+            static_cast<const T*>(params.offsets), params.M, params.N, params.K, params.group_size, m0, n0};
+  }
 
   // Visits every (row, column pair) this lane owns that lies inside D, with its two accumulators.
   // Fragment c{0,1} of n8 tile ni is (row lane/4, columns 2t, 2t+1), c{2,3} is row + 8.
@@ -166,14 +172,9 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
     const int kt = unit - tile * partition.k_tiles;
     const int count = min(partition.k_tiles - kt, end - unit);
     const Out out{params, (tile % tiles_m) * Loop::kTileM, (tile / tiles_m) * Loop::kTileN};
-    const typename Loop::Problem problem{static_cast<const typename Loop::Element*>(params.A),
-                                         params.B,
-                                         static_cast<const typename Loop::Element*>(params.scales),
-                                         static_cast<const typename Loop::Element*>(params.offsets),
-                                         params.M, params.N, params.K, params.group_size, out.m0, out.n0};
     typename Out::Acc acc;
     Out::zero_accumulators(acc);
-    Loop::run(problem, smem, kt, count, acc);
+    Loop::run(out.problem(), smem, kt, count, acc);
     if (count == partition.k_tiles) {
       out.store_all(acc);  // the whole of K: no partial
     } else {
@@ -214,12 +215,9 @@ __global__ void __launch_bounds__(
   const int kt_end = min(kt_begin + params.k_tiles_per_split, k_tiles);
   const int num_tiles = kt_end - kt_begin;  // may be 0 for a trailing split; it still takes part below
 
-  const typename Loop::Problem problem{static_cast<const T*>(params.A), params.B,
-                                       static_cast<const T*>(params.scales), static_cast<const T*>(params.offsets),
-                                       params.M, params.N, params.K, params.group_size, out.m0, out.n0};
   typename Out::Acc acc;
   Out::zero_accumulators(acc);
-  Loop::run(problem, smem, kt_begin, num_tiles, acc);
+  Loop::run(out.problem(), smem, kt_begin, num_tiles, acc);
 
   if (params.mode == SplitKMode::kNone) {
     out.store_all(acc);
