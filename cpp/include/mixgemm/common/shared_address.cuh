@@ -18,12 +18,13 @@ __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
-// cp.async of 16 bytes, bypassing L1 (.cg); `valid` false zero-fills the destination and reads nothing
-// (source size 0), so `src` only has to be a valid address. L2::128B asks L2 to fetch the whole 128-byte
-// line: the neighbouring chunks are this threadblock's next copies.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
+// cp.async of 16 bytes, bypassing L1 (.cg). L2::128B asks L2 to fetch the whole 128-byte line: the
+// neighbouring chunks are this threadblock's next copies. Every copy reads real data: the loaders point
+// copies that fall outside the operand (rows past M, columns past N) at an in-bounds chunk instead of
+// zero-filling them, since those values only reach accumulators that no epilogue stores. That keeps the
+// main loop free of a predicate and a select per copy (tile_loader.cuh).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
 __device__ __forceinline__ uint4 load_shared_v4(uint32_t address) {

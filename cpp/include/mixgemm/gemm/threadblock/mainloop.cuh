@@ -151,31 +151,38 @@ struct Mainloop {
     // k-tiles of a group, re-read only when a k-tile starts one, saved 8 of ~300 instructions per k-tile at
     // 64 x 32 warps but took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
     const bool one_group_per_tile = p.group_size % kTileK == 0;
+    // Shared addresses carried from one k-tile to the next: the stage tile i + Stages - 1 goes to (tile
+    // i - 1's) and this lane's A, B and scale addresses in tile i's stage. Carried values are what the
+    // compiler cannot rebuild: given the window base and the lane offsets as separate values, it
+    // recomputed both every k-tile from SR_CgaCtaId and the thread index (~20 instructions, one a
+    // variable-latency S2R) to spare the registers. A wrap back to stage 0 is counted, not compared.
     const LaneOffsets lane = lane_offsets();
-    // Byte offsets of tile i's stage and of the stage tile i + Stages - 1 goes to (tile i - 1's), kept as
-    // counters: a multiply by a runtime stage index, or a modulo by 3 or 5, costs several instructions.
-    uint32_t read_stage = 0, write_stage = (Stages - 1) * kStageBytes;
+    LaneOffsets read{smem_base + lane.a, smem_base + lane.b, smem_base + lane.quant};
+    uint32_t write_stage = smem_base + (Stages - 1) * kStageBytes;
+    int read_index = 0;
     for (int i = 0; i < num_tiles; ++i) {
       cutlass::arch::cp_async_wait<Stages - 2>();
       __syncthreads();  // tile i is visible to all warps, and the stage tile i - 1 used is free to refill
-      if (i + Stages - 1 < num_tiles) loader.load(smem_base + write_stage);
+      if (i + Stages - 1 < num_tiles) loader.load(write_stage);
       cutlass::arch::cp_async_fence();
-      const uint32_t stage = smem_base + read_stage;
       warp::ColumnQuant<T> quant[kWords];
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab) {
         if (slab == 0 || (slab % kSlabsPerQuant == 0 && !one_group_per_tile))
-          load_quant(stage + lane.quant, slab / kSlabsPerQuant, quant);
+          load_quant(read.quant, slab / kSlabsPerQuant, quant);
         SlabFragments f;
-        load_slab(stage + lane.a, stage + lane.b, slab, f);
+        load_slab(read.a, read.b, slab, f);
         warp::BFragPair b[kWords];
 #pragma unroll
         for (int w = 0; w < kWords; ++w)
           b[w] = warp::dequantize_block<T, Bits, kWeightLayout>(&f.words[w * kWordsPerSubBlock], quant[w]);
         mma_slab(f.a, b, acc);
       }
-      write_stage = read_stage;
-      read_stage = read_stage + kStageBytes == kSharedBytes ? 0 : read_stage + kStageBytes;
+      write_stage = read.a - lane.a;  // tile i's stage, free once the next barrier has passed
+      const bool wrap = ++read_index == Stages;
+      const uint32_t step = wrap ? kStageBytes - kSharedBytes : kStageBytes;
+      read_index = wrap ? 0 : read_index;
+      read.a += step, read.b += step, read.quant += step;
     }
     cutlass::arch::cp_async_wait<0>();
   }

@@ -5,16 +5,16 @@
 // Both layouts hold the same bytes per k-tile (TileN x 64 codes) and are copied the same way: a k-tile is kRuns
 // contiguous runs of kRunChunks 16-byte chunks in global memory, runs `run_step` chunks apart, and shared memory
 // holds the runs back to back. What a run is:
-//   sm80 layout [N/64, K/16, 32, 4 Bits/4]: one 64-column strip's four slabs (2 KiB for int4); a strip past N is
-//        zero-filled. Per slab a lane's words of the strip's four 16 x 16 blocks are 16 adjacent bytes, so a warp
-//        reads them with one lds.128 (512 contiguous bytes, conflict-free).
+//   sm80 layout [N/64, K/16, 32, 4 Bits/4]: one 64-column strip's four slabs (2 KiB for int4); a strip past N
+//        re-reads an in-weight strip (see RunCopies). Per slab a lane's words of the strip's four 16 x 16 blocks
+//        are 16 adjacent bytes, so a warp reads them with one lds.128 (512 contiguous bytes, conflict-free).
 //   sm90 layout [K/16, N/16, 32, Bits/4]: one slab's TileN / 16 blocks (2 KiB at TileN = 256, int4); a block past N
-//        is zero-filled. A lane's word of a block is 4 bytes inside the block's 128 (int4), so four blocks would
-//        cost four lds.32; ldmatrix.x4 reads them in one instruction instead. Each of its four 8 x 16-byte
-//        matrices is one block, and lane 4 g + t receives bytes 4 t.. of row g, i.e. bytes 4 (4 g + t) = its own
-//        word: the sm80 layout's one 16-byte load per lane, and each 8-row phase reads 128 contiguous bytes. An
-//        int8 block is 256 bytes with 8 per lane (no ldmatrix row holds them at ldmatrix's 4-byte stride), read
-//        with one lds.64 per block, also conflict-free.
+//        re-reads an in-weight block. A lane's word of a block is 4 bytes inside the block's 128 (int4), so four
+//        blocks would cost four lds.32; ldmatrix.x4 reads them in one instruction instead. Each of its four
+//        8 x 16-byte matrices is one block, and lane 4 g + t receives bytes 4 t.. of row g, i.e. bytes 4 (4 g + t) =
+//        its own word: the sm80 layout's one 16-byte load per lane, and each 8-row phase reads 128 contiguous
+//        bytes. An int8 block is 256 bytes with 8 per lane (no ldmatrix row holds them at ldmatrix's 4-byte
+//        stride), read with one lds.64 per block, also conflict-free.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +45,9 @@ struct PackedGeometry {
 // The copies of one k-tile, as both layouts make them. Thread t copies chunks t + j Threads (j = 0 ..
 // kPerThread - 1) of the tile: run (i / kRunChunks), chunk (i % kRunChunks) of it. The steps from a thread's
 // copy 0 to its copy j are constants when the thread count and the run length divide one another. A layout
-// sets the thread's first source chunk, the chunks between runs, which copies lie inside the weight (the
-// others are zero-filled) and how far a k-tile moves the source.
+// sets the thread's first source chunk, the chunks between runs, which copies lie inside the weight and how
+// far a k-tile moves the source. A copy past the weight's last column re-reads copy 0's chunk, which the
+// layouts keep inside the weight: it only feeds columns the epilogue never stores.
 template <int Runs, int RunChunks, int Threads>
 class RunCopies {
  public:
@@ -58,7 +59,7 @@ class RunCopies {
   static_assert(kChunks % Threads == 0, "B chunks must divide evenly among the threads");
   static_assert(kRunChunks % Threads == 0 || Threads % kRunChunks == 0,
                 "a thread's runs and in-run chunks must step by constants");
-  static_assert(kPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
+  static_assert(kPerThread <= 32, "a 32-bit mask holds which copies lie inside the weight");
 
  protected:
   __device__ static constexpr int run_delta(int j) {
@@ -68,24 +69,27 @@ class RunCopies {
     return Threads % kRunChunks == 0 ? 0 : (j * Threads) % kRunChunks;
   }
 
+  // Sets each copy's distance from copy 0, once per threadblock, from `inside` (bit j: copy j lies inside
+  // the weight) and run_step_: a k-tile then costs one address computation per copy.
+  __device__ void set_offsets(uint32_t inside) {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j)
+      offset_[j] = (inside >> j) & 1 ? run_delta(j) * run_step_ + within_delta(j) : 0;
+  }
+
   // Issues this thread's copies of the current k-tile into the stage's B bytes at shared address `stage_b`.
   __device__ void copy(uint32_t stage_b) const {
 #pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const bool valid = (valid_ >> j) & 1;
-      // A zero-filled copy reads nothing but still names a source: copy 0's, which the layouts keep inside
-      // the weight. A select of a 32-bit offset, not of two 64-bit pointers.
-      const int offset = valid ? run_delta(j) * run_step_ + within_delta(j) : 0;
-      cp_async_16(stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src_ + offset, valid);
-    }
+    for (int j = 0; j < kPerThread; ++j)
+      cp_async_16(stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src_ + offset_[j]);
   }
 
   // This thread's copy 0 of the current k-tile. When copy 0 lies past the weight's last column, so do all
   // the thread's copies (their runs and chunks only grow with j); the layout then points it at the tile's
   // first column instead, which is inside the weight for every k-tile.
   const uint4* src_;
-  int run_step_;     // chunks between runs; every offset within the weight fits: B is < 2^31 chunks (32 GiB)
-  uint32_t valid_;   // bit j: copy j lies inside the weight
+  int run_step_;            // chunks between runs; offsets within the weight fit: B is < 2^31 chunks (32 GiB)
+  int offset_[kPerThread];  // chunks from copy 0 to copy j; 0 (copy 0's chunk) for a copy past the weight
 };
 
 // sm90-layout geometry for `Bits`-bit weights: a 16 x 16 block holds Bits / 4 words per lane.
@@ -121,10 +125,11 @@ class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> : public Sm80Copies
     const int strips = N / kPackedStripN, first_strip = n0 / kPackedStripN;
     this->run_step_ = (K / kSlabK) * (Geometry::kSlabBytes / kChunkBytes);  // chunks between strips
     const int strip = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
-    this->valid_ = 0;
+    uint32_t inside = 0;
 #pragma unroll
     for (int j = 0; j < Copies::kPerThread; ++j)
-      this->valid_ |= uint32_t{first_strip + strip + Copies::run_delta(j) < strips} << j;
+      inside |= uint32_t{first_strip + strip + Copies::run_delta(j) < strips} << j;
+    this->set_offsets(inside);
     const int source_strip = first_strip + strip < strips ? first_strip + strip : first_strip;
     this->src_ = reinterpret_cast<const uint4*>(B) + static_cast<int64_t>(source_strip) * this->run_step_ +
                  kt_begin * kRunChunks + within;
@@ -191,14 +196,15 @@ class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> : public Sm90Copies
     const int blocks = N / kBlockN, first_block = n0 / kBlockN;
     this->run_step_ = blocks * kBlockChunks;  // chunks between slabs: N's blocks
     const int slab = threadIdx.x / kRunChunks, within = threadIdx.x % kRunChunks;
-    this->valid_ = 0;
+    uint32_t inside = 0;
 #pragma unroll
     for (int j = 0; j < Copies::kPerThread; ++j) {
       const int block = (within + Copies::within_delta(j)) / kBlockChunks;
-      this->valid_ |= uint32_t{first_block + block < blocks} << j;
+      inside |= uint32_t{first_block + block < blocks} << j;
     }
+    this->set_offsets(inside);
     const int64_t first_row = static_cast<int64_t>(kt_begin) * kSlabs + slab;  // this thread's slab row
-    const int source_chunk = this->valid_ & 1 ? first_block * kBlockChunks + within : first_block * kBlockChunks;
+    const int source_chunk = inside & 1 ? first_block * kBlockChunks + within : first_block * kBlockChunks;
     this->src_ = reinterpret_cast<const uint4*>(B) + first_row * this->run_step_ + source_chunk;
   }
 

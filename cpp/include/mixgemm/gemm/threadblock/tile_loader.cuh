@@ -59,7 +59,6 @@ class TileLoader {
   static constexpr int kQuantRowChunks = Layout::kQuantBytes / kChunkBytes;
   static constexpr int kQuantChunks = 2 * Layout::kQuantRows * kQuantRowChunks;
   static_assert(kQuantChunks <= Threads, "one scale/offset chunk per thread at most");
-  static_assert(kAPerThread <= 32, "a 32-bit mask holds each copy's valid bit");
 
   struct Problem {
     const T* A;
@@ -74,27 +73,28 @@ class TileLoader {
   __device__ TileLoader(const Problem& p, int kt_begin) : b_(p.B, p.N, p.K, p.n0, kt_begin) {
     const int t = threadIdx.x;
 
-    // A. Rows past M are zero-filled; their source address stays at this thread's first (clamped) row.
+    // A. Rows past M re-read row M - 1 (see cp_async_16): they only reach accumulator rows that no
+    // epilogue stores. Each copy's distance from copy 0 is computed here once; it is under TileM x K
+    // elements, so it fits an int.
     const int chunk = t % kARowChunks, row0 = t / kARowChunks;
-    a_src_ = p.A + static_cast<int64_t>(min(p.m0 + row0, p.M - 1)) * p.K + kt_begin * kTileK + chunk * 8;
-    a_row_step_ = kARowStep * p.K;
-    a_valid_ = 0;
+    const int first_row = min(p.m0 + row0, p.M - 1);
+    a_src_ = p.A + static_cast<int64_t>(first_row) * p.K + kt_begin * kTileK + chunk * 8;
 #pragma unroll
-    for (int j = 0; j < kAPerThread; ++j) a_valid_ |= uint32_t{p.m0 + row0 + j * kARowStep < p.M} << j;
+    for (int j = 0; j < kAPerThread; ++j) a_offset_[j] = (min(p.m0 + row0 + j * kARowStep, p.M - 1) - first_row) * p.K;
     a_dst_ = row0 * (kTileK * 2) + ((chunk ^ (row0 % 8)) * kChunkBytes);
 
     // Scales/offsets: thread t < kQuantChunks copies chunk t % kQuantRowChunks of row t / kQuantRowChunks:
     // table (row / kQuantRows), half (row % kQuantRows). Its group advances as k-tiles go by (see load()).
+    // A chunk past N re-reads column 0's.
     if (t < kQuantChunks) {
       const int row = t / kQuantRowChunks, q_chunk = t % kQuantRowChunks;
       const int half = row % Layout::kQuantRows;
       const int n = p.n0 + q_chunk * 8;
-      q_valid_ = n < p.N;
       k32_per_group_ = p.group_size / kQuantK;
       const int k32 = kt_begin * (kTileK / kQuantK) + half;  // this half's 32-row index in K
       q_rem_ = k32 % k32_per_group_;
       q_src_ = (row < Layout::kQuantRows ? p.scales : p.offsets) + static_cast<int64_t>(k32 / k32_per_group_) * p.N +
-               (q_valid_ ? n : 0);
+               (n < p.N ? n : 0);
       q_N_ = p.N;
       q_dst_ = Layout::kQuantOffset + row * Layout::kQuantBytes + q_chunk * kChunkBytes;
     }
@@ -104,15 +104,11 @@ class TileLoader {
   // steps to the k-tile after.
   __device__ void load(uint32_t stage) {
 #pragma unroll
-    for (int j = 0; j < kAPerThread; ++j) {
-      const bool valid = (a_valid_ >> j) & 1;
-      // Rows past M are zero-filled and name this thread's first (clamped) row: a 32-bit select of the
-      // offset; j * a_row_step_ < TileM * K fits in an int.
-      cp_async_16(stage + a_dst_ + j * kARowStep * (kTileK * 2), a_src_ + (valid ? j * a_row_step_ : 0), valid);
-    }
+    for (int j = 0; j < kAPerThread; ++j)
+      cp_async_16(stage + a_dst_ + j * kARowStep * (kTileK * 2), a_src_ + a_offset_[j]);
     b_.load(stage + Layout::kABytes);
     if (threadIdx.x < kQuantChunks) {
-      cp_async_16(stage + q_dst_, q_src_, q_valid_);
+      cp_async_16(stage + q_dst_, q_src_);
       // The next k-tile's half is 2 rows of 32 further on: at most two group boundaries (group size 32).
       q_rem_ += kTileK / kQuantK;
 #pragma unroll
@@ -127,14 +123,12 @@ class TileLoader {
   }
 
  private:
-  const T* a_src_;
-  int a_row_step_;
-  uint32_t a_valid_;
+  const T* a_src_;             // copy 0 of the current k-tile
+  int a_offset_[kAPerThread];  // elements from copy 0 to copy j
   int a_dst_;
   BTile b_;
   const T* q_src_ = nullptr;
   int q_rem_ = 0, k32_per_group_ = 1, q_N_ = 0, q_dst_ = 0;
-  bool q_valid_ = false;
 };
 
 }  // namespace mixgemm::gemm::threadblock
