@@ -47,25 +47,30 @@ __device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
   return v;
 }
 
-__device__ __forceinline__ uint16_t load_shared_u16(uint32_t address) {
-  uint16_t v;
-  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(address));
-  return v;
-}
-
-// ldmatrix (non-transposed) of kMatrices 8 x 16-byte matrices: lane 8 m + r gives the address of row r of
-// matrix m; register m of every lane receives its 4 bytes of matrix m (lane 4 g + t: bytes 4 t.. of row g).
-template <int kMatrices>
+// ldmatrix of kMatrices 8 x 16-byte matrices (8 x 8 16-bit elements): lane 8 m + r gives the address of
+// row r of matrix m. Register m of lane 4 g + t receives, from matrix m, elements 2 t and 2 t + 1 of row g;
+// with kTrans, elements g of rows 2 t and 2 t + 1.
+template <int kMatrices, bool kTrans = false>
 __device__ __forceinline__ void ldmatrix(uint32_t (&regs)[kMatrices], uint32_t address) {
   static_assert(kMatrices == 1 || kMatrices == 2 || kMatrices == 4, "ldmatrix reads 1, 2 or 4 matrices");
-  if constexpr (kMatrices == 4) {
+  if constexpr (kMatrices == 4 && kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
+                 : "r"(address));
+  } else if constexpr (kMatrices == 4) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
+                 : "r"(address));
+  } else if constexpr (kMatrices == 2 && kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(regs[0]), "=r"(regs[1])
                  : "r"(address));
   } else if constexpr (kMatrices == 2) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                  : "=r"(regs[0]), "=r"(regs[1])
                  : "r"(address));
+  } else if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(regs[0]) : "r"(address));
   } else {
     asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(regs[0]) : "r"(address));
   }

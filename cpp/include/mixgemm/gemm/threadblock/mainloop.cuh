@@ -65,7 +65,7 @@ struct Mainloop {
   struct LaneOffsets {
     uint32_t a;      // A fragment of slab 0, row block 0 (see load_slab for the other slabs)
     uint32_t b;      // this warp's B words of slab 0
-    uint32_t quant;  // scale of column c of the warp's first block, first half
+    uint32_t quant;  // this lane's ldmatrix row of the warp's scales and offsets, first half (load_quant)
   };
 
   __device__ static LaneOffsets lane_offsets() {
@@ -77,27 +77,38 @@ struct Mainloop {
     LaneOffsets o;
     o.a = row * (kTileK * 2) + ((lane / 16) ^ (lane % 8)) * kChunkBytes;
     o.b = Layout::kABytes + BTile::template lane_offset<kWords>(warp_n0() / kBlockN, lane);
-    o.quant = Layout::kQuantOffset + (warp_n0() + lane / 4) * 2;
+    // Scales by transposing ldmatrix (see load_quant): matrix m = 2 w + table of the warp's block w (scales,
+    // then offsets), its rows alternating between the block's columns 0-7 and 8-15.
+    const int m = lane / 8, r = lane % 8;
+    o.quant = Layout::kQuantOffset + (m % 2) * (Layout::kQuantRows * Layout::kQuantBytes) +
+              (warp_n0() + kBlockN * (m / 2) + 8 * (r % 2)) * 2;
     return o;
   }
 
-  // Scales and offsets of one 32-row half of a stage for this lane's two columns per 16-column block
-  // (c = lane / 4 and c + 8, see the warp header). `quant_row` = stage + LaneOffsets::quant.
+  // Scales and offsets of one 32-row half of a stage for this lane's two columns per 16-column block (c =
+  // lane / 4 and c + 8, see the warp header). `quant_row` = stage + LaneOffsets::quant.
+  //
+  // One transposing ldmatrix gives a lane both columns' values of two blocks' scales and offsets: each
+  // matrix's even rows name the block's columns 0-7, its odd rows columns 8-15 (rows may alias), so
+  // elements c of rows 2 t and 2 t + 1 are the pair (column c, column c + 8), one register. The two
+  // halves of that pair then enter the scaling fma as its .H0_H0 and .H1_H1 operands. Loading each value
+  // with a 16-bit load and broadcasting it took 16 instructions per half for two blocks, against one.
+  static constexpr int kQuantMatrices = 2 * kWords;  // a scale and an offset matrix per block
+  static constexpr int kQuantLoad = kQuantMatrices < 4 ? kQuantMatrices : 4;
   __device__ static void load_quant(uint32_t quant_row, int half, warp::ColumnQuant<T> (&quant)[kWords]) {
 #pragma unroll
-    for (int w = 0; w < kWords; ++w) {
+    for (int v = 0; v < kQuantMatrices / kQuantLoad; ++v) {
+      uint32_t pairs[kQuantLoad];
+      ldmatrix<kQuantLoad, true>(pairs, quant_row + (half * TileN + v * (kQuantLoad / 2) * kBlockN) * 2);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t scale = quant_row + (half * TileN + 16 * w + 8 * h) * 2;
-        quant[w].scale[h] = Traits::broadcast(load_shared_half(scale));
-        quant[w].offset[h] = Traits::broadcast(load_shared_half(scale + Layout::kQuantRows * Layout::kQuantBytes));
+      for (int i = 0; i < kQuantLoad / 2; ++i) {
+        const Pair scale = *reinterpret_cast<const Pair*>(&pairs[2 * i]);
+        const Pair offset = *reinterpret_cast<const Pair*>(&pairs[2 * i + 1]);
+        warp::ColumnQuant<T>& q = quant[v * (kQuantLoad / 2) + i];
+        q.scale[0] = Traits::low(scale), q.scale[1] = Traits::high(scale);
+        q.offset[0] = Traits::low(offset), q.offset[1] = Traits::high(offset);
       }
     }
-  }
-
-  __device__ static T load_shared_half(uint32_t address) {
-    const uint16_t bits = load_shared_u16(address);
-    return *reinterpret_cast<const T*>(&bits);
   }
 
   // Reads slab `slab` of a stage into registers: kMmaM ldmatrix.x4 for A, the widest shared loads the
@@ -146,11 +157,12 @@ struct Mainloop {
       if (s < num_tiles) loader.load(smem_base + s * kStageBytes);
       cutlass::arch::cp_async_fence();
     }
-    // With group sizes that are multiples of 64 both 32-row halves of a k-tile share one group: its scales
-    // are read from shared memory once per k-tile instead of twice. (Keeping them in registers across the
-    // k-tiles of a group, re-read only when a k-tile starts one, saved 8 of ~300 instructions per k-tile at
-    // 64 x 32 warps but took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
-    const bool one_group_per_tile = p.group_size % kTileK == 0;
+    // Each 32-row half of a k-tile reads its own scales (for group sizes that are multiples of 64 both halves
+    // hold the same row). Skipping the second read when the group size allows it put a branch into the
+    // loop, and ptxas then materialized every scale pair's two halves with a PRMT before the branch merge
+    // instead of folding them into the scaling fma's .H0_H0 / .H1_H1 operands: 16 PRMTs per k-tile at
+    // 64 x 32 warps for the one ldmatrix saved. (Keeping scales in registers across the k-tiles of a group
+    // took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
     // Shared addresses carried from one k-tile to the next: the stage tile i + Stages - 1 goes to (tile
     // i - 1's) and this lane's A, B and scale addresses in tile i's stage. Carried values are what the
     // compiler cannot rebuild: given the window base and the lane offsets as separate values, it
@@ -168,7 +180,7 @@ struct Mainloop {
       warp::ColumnQuant<T> quant[kWords];
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab) {
-        if (slab == 0 || (slab % kSlabsPerQuant == 0 && !one_group_per_tile))
+        if (slab % kSlabsPerQuant == 0)
           load_quant(read.quant, slab / kSlabsPerQuant, quant);
         SlabFragments f;
         load_slab(read.a, read.b, slab, f);

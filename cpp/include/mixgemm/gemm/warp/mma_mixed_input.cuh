@@ -42,6 +42,8 @@ struct ActTraits<__half> {
   using Pair = __half2;
   using Cutlass = cutlass::half_t;
   __device__ static Pair broadcast(__half v) { return __half2half2(v); }
+  __device__ static Pair low(Pair v) { return __low2half2(v); }
+  __device__ static Pair high(Pair v) { return __high2half2(v); }
   __device__ static __half2 to_pair(float lo, float hi) { return __floats2half2_rn(lo, hi); }
 };
 template <>
@@ -49,6 +51,8 @@ struct ActTraits<__nv_bfloat16> {
   using Pair = __nv_bfloat162;
   using Cutlass = cutlass::bfloat16_t;
   __device__ static Pair broadcast(__nv_bfloat16 v) { return __bfloat162bfloat162(v); }
+  __device__ static Pair low(Pair v) { return __low2bfloat162(v); }
+  __device__ static Pair high(Pair v) { return __high2bfloat162(v); }
   __device__ static __nv_bfloat162 to_pair(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
 };
 
