@@ -84,8 +84,8 @@ def test_group_boundaries_inside_k_tiles():
 
 def test_n_in_16_column_blocks_through_the_raw_binding():
     # The C++ rule for the sm90 layout is N % 16 (the block width); prepack asks for 64, so a weight of
-    # N = 208 (13 blocks: a 256-column tile with 3 blocks zero-filled) is built here from the layout's
-    # packer and run through the extension directly.
+    # N = 208 (13 blocks: a 256-column tile whose 3 blocks past N re-read an in-weight block) is built here
+    # from the layout's packer and run through the extension directly.
     configs = _require_configs(torch.float16, 4)
     K, N, G = 256, 208, 64
     torch.manual_seed(5)
