@@ -93,7 +93,8 @@ struct TileOutput {
 
   // A stream-K slot holds one tile's accumulators in the lanes' own order: float4 (mi, ni) of thread t at
   // index (mi * kMmaN + ni) * kThreads + t, so each warp writes and reads 512 contiguous bytes per access.
-  // Rows past M hold the zeros the loader filled in; nothing is bounds-checked.
+  // Slots hold whole tiles, unchecked: rows past M and columns past N hold products of the in-bounds data
+  // the loader re-read for them (tile_loader.cuh), summed like the rest and dropped by store_all.
   static constexpr int64_t kSlotFloats = int64_t{Loop::kMmaM} * Loop::kMmaN * 4 * Loop::kThreads;
   static_assert(kSlotFloats == int64_t{Loop::kTileM} * Loop::kTileN, "one slot holds one tile");
 

@@ -157,12 +157,6 @@ struct Mainloop {
       if (s < num_tiles) loader.load(smem_base + s * kStageBytes);
       cutlass::arch::cp_async_fence();
     }
-    // Each 32-row half of a k-tile reads its own scales (for group sizes that are multiples of 64 both halves
-    // hold the same row). Skipping the second read when the group size allows it put a branch into the
-    // loop, and ptxas then materialized every scale pair's two halves with a PRMT before the branch merge
-    // instead of folding them into the scaling fma's .H0_H0 / .H1_H1 operands: 16 PRMTs per k-tile at
-    // 64 x 32 warps for the one ldmatrix saved. (Keeping scales in registers across the k-tiles of a group
-    // took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
     // Shared addresses carried from one k-tile to the next: the stage tile i + Stages - 1 goes to (tile
     // i - 1's) and this lane's A, B and scale addresses in tile i's stage. Carried values are what the
     // compiler cannot rebuild: given the window base and the lane offsets as separate values, it
@@ -180,6 +174,12 @@ struct Mainloop {
       warp::ColumnQuant<T> quant[kWords];
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab) {
+        // Each 32-row half of a k-tile reads its own scales (for group sizes that are multiples of 64 both
+        // halves hold the same row). Skipping the second read when the group size allows it put a branch
+        // into the loop, and ptxas then materialized every scale pair's two halves with a PRMT before the
+        // branch merge instead of folding them into the scaling fma's .H0_H0 / .H1_H1 operands: 16 PRMTs
+        // per k-tile at 64 x 32 warps for the one ldmatrix saved. (Keeping scales in registers across the
+        // k-tiles of a group took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
         if (slab % kSlabsPerQuant == 0)
           load_quant(read.quant, slab / kSlabsPerQuant, quant);
         SlabFragments f;
