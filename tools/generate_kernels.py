@@ -21,7 +21,9 @@ TILE_K = 64  # the main loop's k-tile; the packed layout and group sizes are bui
 #  - 16 x N: decode (M <= 16), bandwidth bound: narrow warps (16 x 32) spread the weight stream.
 #  - 32/64 x 128 and 64 x 256: the middle (M = 17..256), where the weight stream and the mma work are
 #    comparable.
-#  - 128 x 128/256: large M, compute bound.
+#  - 128 x 128/256: large M, compute bound. 128 x 256 is the one 8-warp tile: its warps hand stages over
+#    through per-stage mbarriers, whose copies run a k-tile later than a __syncthreads() loop's, so it
+#    takes 4 stages (threadblock/mainloop.cuh, kStageBarriers).
 # Every tile gives each warp all of the tile's rows (warp_m = tile_m): a converted weight fragment then
 # feeds every row of the tile, so no two warps convert the same weights. Against the earlier
 # 2-warps-along-M tiles (64 x 128 with 32 x 64 warps, 128 x 256 with 64 x 64) the same threadblock tiles
@@ -34,7 +36,7 @@ FULL = {
     (64, 128, 64, 32): (3, 4),
     (64, 256, 64, 64): (3,),
     (128, 128, 128, 32): (4,),
-    (128, 256, 128, 32): (3,),
+    (128, 256, 128, 32): (4,),
 }
 # The heuristic's first choice per regime (python/mixgemm/tuning.py), enough to exercise every code path
 # (CI's 2-core build): 16 x 128 is the M <= 16 tile of sm80-layout weights, 16 x 256 that of sm90-layout ones.
@@ -42,7 +44,7 @@ MINIMAL = {
     (16, 128, 16, 32): (4,),
     (16, 256, 16, 64): (3,),
     (64, 128, 64, 32): (4,),
-    (128, 256, 128, 32): (3,),
+    (128, 256, 128, 32): (4,),
 }
 # The sm80 path's tiles also compiled for sm90-layout weights (threadblock/packed_b_tile.cuh), so the GPU's
 # one layout serves small M through mma.sync: on an H100 the sm90 GEMM's 16..64-token tiles spend 4-6 us

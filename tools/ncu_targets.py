@@ -4,7 +4,7 @@ takes for ``--shape KxN`` at ``--m`` rows on this GPU's own weight layout (or ``
 named by ``--config``, e.g.
 
     ncu -k regex:device_kernel -s 2 -c 1 --section SpeedOfLight python3 tools/ncu_targets.py --m 4096
-    python3 tools/ncu_targets.py --m 4096 --layout sm80 --config 128x256x64_w128x32x64_s3
+    python3 tools/ncu_targets.py --m 4096 --layout sm80 --config 128x256x64_w128x32x64_s4
 """
 
 from __future__ import annotations

@@ -168,6 +168,7 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
   const int units = static_cast<int>(stream_k_units(params.M, params.N, Loop::kTileM, Loop::kTileN, partition.k_tiles));
   const int begin = blockIdx.x * partition.units_per_block;
   const int end = min(begin + partition.units_per_block, units);
+  typename Loop::Pipeline pipe = Loop::start_pipeline();
   for (int unit = begin; unit < end;) {
     const int tile = unit / partition.k_tiles;
     const int kt = unit - tile * partition.k_tiles;
@@ -175,7 +176,7 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
     const Out out{params, (tile % tiles_m) * Loop::kTileM, (tile / tiles_m) * Loop::kTileN};
     typename Out::Acc acc;
     Out::zero_accumulators(acc);
-    Loop::run(out.problem(), smem, kt, count, acc);
+    Loop::run(out.problem(), smem, kt, count, acc, pipe);
     if (count == partition.k_tiles) {
       out.store_all(acc);  // the whole of K: no partial
     } else {
@@ -187,7 +188,7 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
       }
     }
     unit += count;
-    __syncthreads();  // every warp is done with the stages before the next segment's prologue refills them
+    Loop::end_segment();
   }
 }
 
@@ -218,7 +219,8 @@ __global__ void __launch_bounds__(
 
   typename Out::Acc acc;
   Out::zero_accumulators(acc);
-  Loop::run(out.problem(), smem, kt_begin, num_tiles, acc);
+  typename Loop::Pipeline pipe = Loop::start_pipeline();
+  Loop::run(out.problem(), smem, kt_begin, num_tiles, acc, pipe);
 
   if (params.mode == SplitKMode::kNone) {
     out.store_all(acc);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cutlass/arch/memory_sm80.h"
+#include "mixgemm/common/mbarrier.cuh"
 #include "mixgemm/common/shared_address.cuh"
 #include "mixgemm/gemm/threadblock/tile_loader.cuh"
 #include "mixgemm/gemm/warp/mma_mixed_input.cuh"
@@ -28,11 +29,11 @@ struct Mainloop {
   static constexpr int kWarpsN = TileN / WarpN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   // Residency target for the register allocator. Decode tiles (16 rows) are bandwidth bound and want
-  // many threadblocks in flight: 4 per SM caps them at 65536 / (4 x 128) = 128 registers per thread
-  // (uncapped, 16 x 256 took 168 and fit only 3 per SM). 64 x 128 (four warps): 3 per SM, 170 registers,
+  // many warps in flight: 16 per SM (4 blocks of 4 warps) caps them at 65536 / 512 = 128 registers per
+  // thread (uncapped, 16 x 256 took 168 and fit only 3 blocks per SM). 64 x 128 (four warps): 3 per SM, 170 registers,
   // the residency its data-parallel kernel reaches uncapped (151); its stream-K kernel took 175 uncapped,
   // one block per SM fewer, and fits in 168 without spilling. Larger tiles keep the allocator free.
-  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : (TileM == 64 && TileN == 128 ? 3 : 1);
+  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 512 / kThreads : (TileM == 64 && TileN == 128 ? 3 : 1);
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
   using Layout = StageLayout<Bits, TileM, TileN>;
   using Loader = TileLoader<T, Bits, kWeightLayout, TileM, TileN, kThreads>;
@@ -136,18 +137,95 @@ struct Mainloop {
       }
   }
 
-  // The whole main loop of one threadblock: acc += A[m0.., k-tiles kt_begin ..) x dequant(B).
-  //
+  // Reads, converts and multiplies one k-tile of a stage, slab by slab (`read`: this lane's addresses in it).
+  __device__ static void compute_tile(const LaneOffsets& read, float (&acc)[kMmaM][kMmaN][4]) {
+    warp::ColumnQuant<T> quant[kWords];
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab) {
+      // Each 32-row half of a k-tile reads its own scales (for group sizes that are multiples of 64 both
+      // halves hold the same row). Skipping the second read when the group size allows it put a branch
+      // into the loop, and ptxas then materialized every scale pair's two halves with a PRMT before the
+      // branch merge instead of folding them into the scaling fma's .H0_H0 / .H1_H1 operands: 16 PRMTs
+      // per k-tile at 64 x 32 warps for the one ldmatrix saved. (Keeping scales in registers across the
+      // k-tiles of a group took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
+      if (slab % kSlabsPerQuant == 0) load_quant(read.quant, slab / kSlabsPerQuant, quant);
+      SlabFragments f;
+      load_slab(read.a, read.b, slab, f);
+      warp::BFragPair b[kWords];
+#pragma unroll
+      for (int w = 0; w < kWords; ++w)
+        b[w] = warp::dequantize_block<T, Bits, kWeightLayout>(&f.words[w * kWordsPerSubBlock], quant[w]);
+      mma_slab(f.a, b, acc);
+    }
+  }
+
+  // How warps hand the stages to each other.
+  //  - Stage barriers (8-warp tiles): each stage has a "full" mbarrier, at which every thread's copies
+  //    arrive as they land, and an "empty" one, at which every thread arrives once it has read the stage.
+  //    A warp waits only for its next k-tile's data, and a thread refilling a stage only for the warps
+  //    still reading it. With one __syncthreads() per k-tile instead, the 8-warp 128 x 256 kernel spent
+  //    7-12% of its warp time waiting there (ncu at M = 128); with the barriers (and 4 stages, see
+  //    run_with_stage_barriers) it took 8-11% less time at M = 128..256 and 2-8% less at M = 1024..4096
+  //    (BENCHMARKS.md, "sm80 main loop: stage barriers for 8-warp tiles").
+  //  - One __syncthreads() per k-tile (4-warp tiles): there the barriers' ~20 more instructions per k-tile
+  //    cost more than the wait they remove (64 x 128: 0.5-8% slower; 16-row tiles: up to 5%).
+  static constexpr int kWarps = kWarpsM * kWarpsN;
+  static constexpr bool kStageBarriers = kWarps >= 8;
+
+  // The pipeline's state beyond one run(): stream-K runs several tile segments in a row, and with stage
+  // barriers a segment's first copies need not wait for every warp to finish the last one. The
+  // threadblock's k-tile number `tiles` (over all its runs) goes to stage tiles % Stages, in phase
+  // (tiles / Stages) & 1 of that stage's barriers (common/mbarrier.cuh).
+  struct Pipeline {
+    uint32_t barriers;  // stage barriers: shared address of full[Stages], then empty[Stages]
+    int tiles;          // k-tiles of this threadblock issued to the pipeline so far
+  };
+
+  // Every thread calls it once, before the first run().
+  __device__ static Pipeline start_pipeline() {
+    if constexpr (!kStageBarriers) {
+      return {0, 0};
+    } else {
+      __shared__ uint64_t barriers[2 * Stages];
+      const Pipeline pipe{shared_address(barriers), 0};
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < Stages; ++s) {
+          mbarrier_init(pipe.barriers + 8 * s, kThreads);           // full: every thread's copies landed
+          mbarrier_init(pipe.barriers + 8 * (Stages + s), kThreads);  // empty: every thread has read it
+        }
+      }
+      __syncthreads();
+      return pipe;
+    }
+  }
+
+  // Every thread calls it after a run() whose stages the next run() may refill.
+  __device__ static void end_segment() {
+    if constexpr (!kStageBarriers) __syncthreads();  // every warp is done reading the stages
+  }
+
+  // The whole main loop of one threadblock over one tile segment: acc += A[m0.., k-tiles kt_begin ..) x
+  // dequant(B).
+  __device__ static void run(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
+                             float (&acc)[kMmaM][kMmaN][4], Pipeline& pipe) {
+    if constexpr (kStageBarriers) {
+      run_with_stage_barriers(p, smem, kt_begin, num_tiles, acc, pipe);
+    } else {
+      run_with_syncthreads(p, smem, kt_begin, num_tiles, acc);
+    }
+  }
+
   // Stages - 1 k-tiles are in flight (cp.async) while one is computed: after the barrier that publishes
   // tile i, tile i + Stages - 1 is issued into the stage tile i - 1 occupied, which every warp has
-  // finished reading. Each warp then reads, converts and multiplies the tile slab by slab.
+  // finished reading.
   //
   // Tried and not kept (BENCHMARKS.md, issue 10): double-buffering the slab fragments in registers
   // (loading slab s + 1 before the mma of slab s, with the barrier moved before the last slab). With the
   // compiler already interleaving the four unrolled slabs, the extra live registers cost more than the
   // hidden latency gained: 3% slower on the 128 x 256 tiles at M = 4096, 1.5-3% faster on 64 x 128.
-  __device__ static void run(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
-                             float (&acc)[kMmaM][kMmaN][4]) {
+  __device__ static void run_with_syncthreads(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
+                                              float (&acc)[kMmaM][kMmaN][4]) {
     const uint32_t smem_base = shared_address(smem);
     Loader loader(p, kt_begin);
     // Prologue: Stages - 1 tiles in flight. Every thread commits one group per slot, even an empty one,
@@ -171,25 +249,7 @@ struct Mainloop {
       __syncthreads();  // tile i is visible to all warps, and the stage tile i - 1 used is free to refill
       if (i + Stages - 1 < num_tiles) loader.load(write_stage);
       cutlass::arch::cp_async_fence();
-      warp::ColumnQuant<T> quant[kWords];
-#pragma unroll
-      for (int slab = 0; slab < kSlabs; ++slab) {
-        // Each 32-row half of a k-tile reads its own scales (for group sizes that are multiples of 64 both
-        // halves hold the same row). Skipping the second read when the group size allows it put a branch
-        // into the loop, and ptxas then materialized every scale pair's two halves with a PRMT before the
-        // branch merge instead of folding them into the scaling fma's .H0_H0 / .H1_H1 operands: 16 PRMTs
-        // per k-tile at 64 x 32 warps for the one ldmatrix saved. (Keeping scales in registers across the
-        // k-tiles of a group took 1-4% longer: BENCHMARKS.md, "sm80 main loop: fewer instructions".)
-        if (slab % kSlabsPerQuant == 0)
-          load_quant(read.quant, slab / kSlabsPerQuant, quant);
-        SlabFragments f;
-        load_slab(read.a, read.b, slab, f);
-        warp::BFragPair b[kWords];
-#pragma unroll
-        for (int w = 0; w < kWords; ++w)
-          b[w] = warp::dequantize_block<T, Bits, kWeightLayout>(&f.words[w * kWordsPerSubBlock], quant[w]);
-        mma_slab(f.a, b, acc);
-      }
+      compute_tile(read, acc);
       write_stage = read.a - lane.a;  // tile i's stage, free once the next barrier has passed
       const bool wrap = ++read_index == Stages;
       const uint32_t step = wrap ? kStageBytes - kSharedBytes : kStageBytes;
@@ -197,6 +257,70 @@ struct Mainloop {
       read.a += step, read.b += step, read.quant += step;
     }
     cutlass::arch::cp_async_wait<0>();
+  }
+
+  // Stages - 1 k-tiles are in flight while one is computed. Each warp waits for its k-tile's full barrier,
+  // computes it, arrives at the stage's empty barrier, and then issues its share of k-tile i + Stages - 1
+  // into the stage k-tile i - 1 used: that waits for the slowest warp to finish k-tile i - 1, while this
+  // warp has already finished k-tile i, so warps drift up to a k-tile apart. (Issued after k-tile i rather
+  // than before it, the copies run one k-tile behind the __syncthreads() loop's: hence 4 stages for the
+  // 128 x 256 tile against its 3 there, tools/generate_kernels.py.)
+  __device__ static void run_with_stage_barriers(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
+                                                 float (&acc)[kMmaM][kMmaN][4], Pipeline& pipe) {
+    const uint32_t smem_base = shared_address(smem);
+    const auto full_barrier = [&](int stage) { return pipe.barriers + 8 * stage; };
+    constexpr int kEmpty = 8 * Stages;  // a stage's empty barrier, from its full one
+    Loader loader(p, kt_begin);
+    const int first = pipe.tiles;
+    // Prologue: the segment's first Stages - 1 k-tiles, each into its stage once the stage's previous
+    // k-tile (this threadblock's earlier segment, if any) has been read by every warp. A stage's first
+    // k-tile waits for phase parity 1, "the phase before phase 0", which a fresh barrier counts as done.
+#pragma unroll
+    for (int s = 0; s < Stages - 1; ++s) {
+      const int tile = first + s;
+      if (s < num_tiles) {
+        const int stage = tile % Stages;
+        mbarrier_wait(full_barrier(stage) + kEmpty, (tile / Stages + 1) & 1);
+        loader.load(smem_base + stage * kStageBytes);
+        cp_async_arrive(full_barrier(stage));
+      }
+    }
+    // Carried from k-tile to k-tile, as addresses (given a stage index, ptxas rebuilt every address from
+    // SR_CgaCtaId and the thread index each k-tile): the current k-tile's stage, the lane's addresses in
+    // it, its full barrier and phase; the same three of the k-tile before, whose stage is refilled next.
+    // A wrap back to stage 0 is counted, not compared.
+    const LaneOffsets lane = lane_offsets();
+    int stage = first % Stages;
+    uint32_t phase = (first / Stages) & 1;
+    uint32_t stage_base = smem_base + stage * kStageBytes;
+    LaneOffsets read{stage_base + lane.a, stage_base + lane.b, stage_base + lane.quant};
+    uint32_t full = full_barrier(stage);
+    const int before = first + Stages - 1;  // the k-tile before `first`, one lap on: same stage, phase + 1
+    uint32_t prev_stage = smem_base + (before % Stages) * kStageBytes;
+    uint32_t prev_full = full_barrier(before % Stages);
+    uint32_t prev_phase = (before / Stages + 1) & 1;  // = ((first - 1) / Stages) & 1, and 1 for first = 0
+    for (int i = 0; i < num_tiles; ++i) {
+      mbarrier_wait(full, phase);
+      compute_tile(read, acc);
+      // This thread has read the stage. (Every thread arrives, not one lane per warp after a __syncwarp():
+      // as fast, and compute-sanitizer's racecheck follows the release only from the arriving thread.)
+      mbarrier_arrive(full + kEmpty);
+      if (i + Stages - 1 < num_tiles) {
+        // The previous k-tile's stage, once every warp has read it (before the threadblock's first k-tile:
+        // stage Stages - 1, unused, parity 1).
+        mbarrier_wait(prev_full + kEmpty, prev_phase);
+        loader.load(prev_stage);
+        cp_async_arrive(prev_full);
+      }
+      prev_stage = stage_base, prev_full = full, prev_phase = phase;
+      const bool wrap = ++stage == Stages;
+      const uint32_t step = wrap ? kStageBytes - kSharedBytes : kStageBytes;
+      stage = wrap ? 0 : stage;
+      phase ^= wrap ? 1 : 0;
+      full = wrap ? full - 8 * (Stages - 1) : full + 8;
+      stage_base += step, read.a += step, read.b += step, read.quant += step;
+    }
+    pipe.tiles = first + num_tiles;
   }
 };
 
