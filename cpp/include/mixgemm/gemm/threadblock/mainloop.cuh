@@ -168,7 +168,7 @@ struct Mainloop {
   //    run_with_stage_barriers) it took 8-11% less time at M = 128..256 and 2-8% less at M = 1024..4096
   //    (BENCHMARKS.md, "sm80 main loop: stage barriers for 8-warp tiles").
   //  - One __syncthreads() per k-tile (4-warp tiles): there the barriers' ~20 more instructions per k-tile
-  //    cost more than the wait they remove (64 x 128: 0.5-8% slower; 16-row tiles: up to 5%).
+  //    cost more than the wait they remove (64 x 128: up to 8% slower; 16 x 256: 4-6% slower).
   static constexpr int kWarps = kWarpsM * kWarpsN;
   static constexpr bool kStageBarriers = kWarps >= 8;
 
