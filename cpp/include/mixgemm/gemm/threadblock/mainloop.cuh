@@ -29,11 +29,11 @@ struct Mainloop {
   static constexpr int kWarpsN = TileN / WarpN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   // Residency target for the register allocator. Decode tiles (16 rows) are bandwidth bound and want
-  // many warps in flight: 16 per SM (4 blocks of 4 warps) caps them at 65536 / 512 = 128 registers per
-  // thread (uncapped, 16 x 256 took 168 and fit only 3 blocks per SM). 64 x 128 (four warps): 3 per SM, 170 registers,
+  // many threadblocks in flight: 4 per SM caps them at 65536 / (4 x 128) = 128 registers per thread
+  // (uncapped, 16 x 256 took 168 and fit only 3 per SM). 64 x 128 (four warps): 3 per SM, 170 registers,
   // the residency its data-parallel kernel reaches uncapped (151); its stream-K kernel took 175 uncapped,
   // one block per SM fewer, and fits in 168 without spilling. Larger tiles keep the allocator free.
-  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 512 / kThreads : (TileM == 64 && TileN == 128 ? 3 : 1);
+  static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : (TileM == 64 && TileN == 128 ? 3 : 1);
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
   using Layout = StageLayout<Bits, TileM, TileN>;
   using Loader = TileLoader<T, Bits, kWeightLayout, TileM, TileN, kThreads>;
