@@ -164,7 +164,7 @@ struct Mainloop {
   //    arrive as they land, and an "empty" one, at which every thread arrives once it has read the stage.
   //    A warp waits only for its next k-tile's data, and a thread refilling a stage only for the warps
   //    still reading it. With one __syncthreads() per k-tile instead, the 8-warp 128 x 256 kernel spent
-  //    7-12% of its warp time waiting there (ncu at M = 128); with the barriers (and 4 stages, see
+  //    7.4% of its warp time waiting there (ncu, 8192 x 8192 at M = 128); with the barriers (and 4 stages, see
   //    run_with_stage_barriers) it took 8-11% less time at M = 128..256 and 2-8% less at M = 1024..4096
   //    (BENCHMARKS.md, "sm80 main loop: stage barriers for 8-warp tiles").
   //  - One __syncthreads() per k-tile (4-warp tiles): there the barriers' ~20 more instructions per k-tile
