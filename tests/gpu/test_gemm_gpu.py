@@ -69,11 +69,6 @@ def test_gemm_fp16_grid(config, M, K, N, G, split):
     run_case(M, K, N, G, torch.float16, config.with_split_k(*split))
 
 
-def stream_k_units(config, M, N, K):
-    """The units of work stream-K shares: k-tiles of output tiles."""
-    return -(-M // config.tile_m) * -(-N // config.tile_n) * (K // config.tile_k)
-
-
 # Blocks of a stream-K grid, as a function of the units: one block (every tile whole), few blocks (several
 # whole tiles each, cut tiles at both ends), a count sharing no common factor with the units per tile (cuts
 # at every offset), and one block per unit (every tile cut into single k-tiles, as many arrivals as k-tiles).
@@ -86,14 +81,14 @@ STREAM_K_BLOCKS = {"one": lambda u: 1, "three": lambda u: min(3, u), "seven": la
 @pytest.mark.parametrize("M", [1, 17, 64, 255])
 @pytest.mark.parametrize("config", _configs(torch.float16), ids=lambda c: c.name)
 def test_gemm_fp16_stream_k(config, M, K, N, G, blocks):
-    split = STREAM_K_BLOCKS[blocks](stream_k_units(config, M, N, K))
+    split = STREAM_K_BLOCKS[blocks](config.stream_k_units(M, N, K))
     run_case(M, K, N, G, torch.float16, config.with_split_k(split, "streamk"), bias=blocks == "seven")
 
 
 @pytest.mark.parametrize("config", _configs(torch.bfloat16), ids=lambda c: c.name)
 def test_gemm_bf16_stream_k(config):
     M, K, N, G = 100, 1024, 320, 128
-    run_case(M, K, N, G, torch.bfloat16, config.with_split_k(stream_k_units(config, M, N, K) // 3 + 1, "streamk"))
+    run_case(M, K, N, G, torch.bfloat16, config.with_split_k(config.stream_k_units(M, N, K) // 3 + 1, "streamk"))
 
 
 def test_stream_k_is_deterministic_and_leaves_semaphores_zero():
@@ -106,7 +101,7 @@ def test_stream_k_is_deterministic_and_leaves_semaphores_zero():
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     x = random_activations(M, K, torch.float16)
     for config in _configs(torch.float16):
-        config = config.with_split_k(2 * stream_k_units(config, M, N, K) // 64 + 5, "streamk")
+        config = config.with_split_k(2 * config.stream_k_units(M, N, K) // 64 + 5, "streamk")
         runs = [mixgemm.gemm(x, packed, config=config) for _ in range(4)]
         for r in runs[1:]:
             assert torch.equal(r.view(torch.int16), runs[0].view(torch.int16)), config.name
@@ -119,7 +114,7 @@ def test_stream_k_rejects_more_blocks_than_units():
     ckpt = random_checkpoint(K, N, G, torch.float16)
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm80")
     config = _configs(torch.float16)[0]
-    too_many = config.with_split_k(stream_k_units(config, M, N, K) + 1, "streamk")
+    too_many = config.with_split_k(config.stream_k_units(M, N, K) + 1, "streamk")
     with pytest.raises(ValueError, match=r"stream-K: split_k \(the blocks\) must be in \[1, the units of work"):
         mixgemm.gemm(random_activations(M, K, torch.float16), packed, config=too_many)
 
