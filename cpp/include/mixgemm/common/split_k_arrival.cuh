@@ -30,4 +30,12 @@ __device__ __forceinline__ int arrive_and_count(int32_t* semaphore) {
   return before;
 }
 
+// The semaphore's count, read with acquire semantics: the partials of the splits it counts are visible
+// to the calling thread after it.
+__device__ __forceinline__ int load_acquire(const int32_t* semaphore) {
+  int count;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(count) : "l"(semaphore) : "memory");
+  return count;
+}
+
 }  // namespace mixgemm

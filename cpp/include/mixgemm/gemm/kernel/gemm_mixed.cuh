@@ -13,7 +13,8 @@
 //             4096 x 4096, M = 1, split 9, on an H100.)
 //   parallel: a second kernel (splitk_reduce.cuh) sums the partials in z order.
 // Stream-K (mode kStreamK, stream_k_partition.h): a one-dimensional grid of `split_k` blocks shares all the
-// k-tiles of all the output tiles equally; partial tiles are summed the serial way, from per-block slots.
+// k-tiles of all the output tiles equally; partial tiles are summed the serial way, from per-block slots
+// (except the tile's first block's own partial, when that block is the last to get there: run_stream_k).
 #pragma once
 
 #include <cstdint>
@@ -111,16 +112,18 @@ struct TileOutput {
         __stcg(slot_entry(slot, mi, ni), make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]));
   }
 
-  // acc = the sum, in block order first .. last, of every block's partial of this tile, this block's own
-  // included: every partial segment stores its slot before it arrives, the last one too. The fixed order
-  // makes the result independent of which block arrived last (deterministic). The loop over blocks is the
-  // outer one so that each row of kMmaN loads is independent and in flight together; with the blocks
-  // innermost (a sum per fragment) each load waited for the previous one's L2 round trip. The empty asm
-  // with a memory clobber ends each row: unbounded, the compiler hoisted all kMmaM x kMmaN loads of a slot
-  // (128 registers for a 128 x 32 warp, besides its 128 accumulators) and spilled.
-  __device__ void sum_slots(const StreamKPartition& partition, int tile, Acc& acc) const {
-    zero_accumulators(acc);  // 0 + the first partial is that partial exactly
-    for (int b = partition.first_block(tile); b <= partition.last_block(tile); ++b) {
+  // acc += the partials of this tile's blocks `from` .. last, in block order. Every partial segment
+  // stores its slot before it arrives, except a tile's first block when it finds every other block done
+  // (run_stream_k): that one passes its own partial in `acc` and starts at the block after it; the last
+  // to arrive otherwise passes acc = 0 and starts at the first block. Either way the additions run in block
+  // order (0 + the first partial is that partial exactly), so the result does not depend on who sums:
+  // deterministic. The loop over blocks is the outer one so that each row of kMmaN loads is independent and
+  // in flight together; with the blocks innermost (a sum per fragment) each load waited for the previous
+  // one's L2 round trip. The empty asm with a memory clobber ends each row: unbounded, the compiler hoisted
+  // all kMmaM x kMmaN loads of a slot (128 registers for a 128 x 32 warp, besides its 128 accumulators) and
+  // spilled.
+  __device__ void add_slots(const StreamKPartition& partition, int tile, int from, Acc& acc) const {
+    for (int b = from; b <= partition.last_block(tile); ++b) {
       float* slot = params.workspace + partition.slot(b, tile) * kSlotFloats;
 #pragma unroll
       for (int mi = 0; mi < Loop::kMmaM; ++mi) {
@@ -159,6 +162,21 @@ __device__ __forceinline__ bool arrive_is_last(int32_t* semaphore, int arrivals)
   return is_last;
 }
 
+// True when `others` blocks have already arrived at `semaphore`, i.e. every other block of the tile has stored
+// its partial: then none is left to arrive, this block sums the tile without arriving, and it resets the
+// semaphore to 0 itself. The acquire load makes their partials visible to thread 0, and the barrier after it
+// passes that on to the block's threads (common/split_k_arrival.cuh has the same reasoning for the atomic).
+// Every thread must call it.
+__device__ __forceinline__ bool others_arrived(int32_t* semaphore, int others) {
+  __shared__ int done;
+  if (threadIdx.x == 0) {
+    done = load_acquire(semaphore) == others;
+    if (done) *semaphore = 0;
+  }
+  __syncthreads();
+  return done;
+}
+
 // Stream-K: this block's units, segment by segment (stream_k_partition.h).
 template <typename Loop>
 __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t* smem) {
@@ -179,11 +197,18 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
     Loop::run(out.problem(), smem, kt, count, acc, pipe);
     if (count == partition.k_tiles) {
       out.store_all(acc);  // the whole of K: no partial
+    } else if (kt == 0 && others_arrived(params.semaphores + tile, partition.last_block(tile) - blockIdx.x)) {
+      // The tile's first block: its segment ends its range, so it usually reaches the tile after the blocks
+      // that start in it. When they are all done it sums their slots onto its own partial in registers and
+      // never stores that partial (a 128 x 256 tile: 128 KB less to write and to read back).
+      out.add_slots(partition, tile, blockIdx.x + 1, acc);
+      out.store_all(acc);
     } else {
       Out::store_slot(params.workspace + partition.slot(blockIdx.x, tile) * Out::kSlotFloats, acc);
-      const int arrivals = partition.last_block(tile) - partition.first_block(tile) + 1;
-      if (arrive_is_last(params.semaphores + tile, arrivals)) {
-        out.sum_slots(partition, tile, acc);
+      const int first = partition.first_block(tile);
+      if (arrive_is_last(params.semaphores + tile, partition.last_block(tile) - first + 1)) {
+        Out::zero_accumulators(acc);
+        out.add_slots(partition, tile, first, acc);
         out.store_all(acc);
       }
     }

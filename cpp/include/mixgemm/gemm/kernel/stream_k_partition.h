@@ -17,8 +17,10 @@
 // Partials: each block owns two fp32 slots of one tile (its first segment's and its last's; a block's middle
 // segments are whole tiles). Every partial segment stores its accumulators to its slot and arrives at the
 // tile's semaphore; the last to arrive sums the tile's segments in block order, which fixes the order of the
-// additions whatever the arrival order (deterministic), writes D and resets the semaphore to 0. Nobody waits
-// on anybody, so blocks need not be co-resident.
+// additions whatever the arrival order (deterministic), writes D and resets the semaphore to 0. One
+// exception: the tile's first block, whose segment (the tile's first k-tiles) ends its range, first looks at
+// the semaphore, and if every other block has arrived it sums their slots onto its own accumulators without
+// storing them (gemm_mixed.cuh, run_stream_k). Nobody waits on anybody, so blocks need not be co-resident.
 #pragma once
 
 #include <cstdint>
