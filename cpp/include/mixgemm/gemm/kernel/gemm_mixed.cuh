@@ -112,11 +112,10 @@ struct TileOutput {
         __stcg(slot_entry(slot, mi, ni), make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]));
   }
 
-  // acc += the partials of this tile's blocks `from` .. last, in block order. Every partial segment
-  // stores its slot before it arrives, except a tile's first block when it finds every other block done
-  // (run_stream_k): that one passes its own partial in `acc` and starts at the block after it; the last
-  // to arrive otherwise passes acc = 0 and starts at the first block. Either way the additions run in block
-  // order (0 + the first partial is that partial exactly), so the result does not depend on who sums:
+  // acc += the partials of this tile's blocks `from` .. last, in block order. The block that sums passes
+  // either its own partial in `acc` and starts at the block after it, when it is the tile's first block
+  // (run_stream_k), or acc = 0 and starts at the first block. Either way the additions run in block order
+  // (0 + the first partial is that partial exactly), so the result does not depend on who sums:
   // deterministic. The loop over blocks is the outer one so that each row of kMmaN loads is independent and
   // in flight together; with the blocks innermost (a sum per fragment) each load waited for the previous
   // one's L2 round trip. The empty asm with a memory clobber ends each row: unbounded, the compiler hoisted
@@ -207,8 +206,10 @@ __device__ __forceinline__ void run_stream_k(const KernelParams& params, uint8_t
       Out::store_slot(params.workspace + partition.slot(blockIdx.x, tile) * Out::kSlotFloats, acc);
       const int first = partition.first_block(tile);
       if (arrive_is_last(params.semaphores + tile, partition.last_block(tile) - first + 1)) {
-        Out::zero_accumulators(acc);
-        out.add_slots(partition, tile, first, acc);
+        // Last to arrive. The tile's first block still holds its partial, the sum's first term, in registers
+        // and reads only the others' slots; any other block starts from 0 and reads every slot.
+        if (kt != 0) Out::zero_accumulators(acc);
+        out.add_slots(partition, tile, kt == 0 ? first + 1 : first, acc);
         out.store_all(acc);
       }
     }
