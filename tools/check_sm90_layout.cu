@@ -1,8 +1,8 @@
 // Checks on the GPU machine (full CUDA toolkit: CUTLASS's mixed_dtype_utils.hpp needs curand) that our
-// written-out sm90 weight layout (cpp/include/mixgemm/sm90/reorder_layout.cuh) is exactly the layout
+// written-out sm90 weight layout (cpp/mixgemm/sm90/reorder_layout.cuh) is exactly the layout
 // CUTLASS's compute_memory_reordering_atom returns, for fp16/bf16 x int4/int8, element by element and over
 // a tiled (N, K). Build and run (host code only; no GPU needed):
-//   nvcc -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -I cpp/include -I $CUTLASS/include \
+//   nvcc -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -I cpp -I $CUTLASS/include \
 //        -I $CUTLASS/tools/util/include tools/check_sm90_layout.cu -o /tmp/check_sm90_layout && /tmp/check_sm90_layout
 #include <cstdint>
 #include <cstdio>

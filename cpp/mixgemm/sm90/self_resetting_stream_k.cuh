@@ -1,0 +1,216 @@
+// The sm90 path's stream-K tile scheduler: CUTLASS's PersistentTileSchedulerSm90StreamK with its split
+// flags in a buffer that is zero before every launch and left zero after it, and split-K partials that
+// the last split sums in one step.
+//
+// Why the flags move: CUTLASS keeps one flag per (output tile, consumer warpgroup) behind the fp32
+// partials in the workspace and zeroes them before every launch (initialize_workspace: a
+// cudaMemsetAsync). On the H100 that memset cost 0.9 us of GPU time plus 1.5-3.8 us of idle gaps around
+// it per call (docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md), as much as a whole split-K GEMM of
+// 4096x4096 at M = 128 gains from splitting. The sm80 and decode paths already avoid it: their tile counters live in a per-stream buffer
+// (python/mixgemm/ops.py, _semaphore_buffer) zeroed once, and the unit that finishes a tile sets its
+// counter back to 0. This scheduler does the same for the CUTLASS kernel:
+//   - Arguments and Params carry `locks`, an address in that buffer;
+//   - fixup() (below: what it adds, and in which order) reads and writes its flags there, and the unit
+//     computing a tile's epilogue resets the tile's flag once every other unit of the tile has arrived;
+//   - initialize_workspace() does nothing: partials are written before they are read, and the flags
+//     need no clearing.
+// Split-K within one wave gets one partial tile per split instead of CUTLASS's one per tile
+// (get_workspace_size), so the splits need not take turns (fixup). The kernel reaches this class through
+// TileSchedulerSelector (end of file) for our tag.
+//
+// Limits: CUTLASS's "separate reduction" is not supported, and the pinned CUTLASS compiles it out
+// (should_perform_separate_reduction() returns false); the reduction is deterministic whatever
+// ReductionMode says. The flag area CUTLASS sizes into the workspace goes unused.
+#pragma once
+
+#include <algorithm>
+
+#include "cutlass/barrier.h"
+#include "cutlass/block_striped.h"
+#include "cutlass/gemm/kernel/sm90_tile_scheduler_stream_k.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+
+namespace mixgemm::sm90 {
+
+// The kernel's scheduler tag for this scheduler (GemmUniversal's fourth template argument).
+struct SelfResettingStreamKScheduler {};
+
+template <class TileShape, class ClusterShape>
+class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape,
+                                                                                                     ClusterShape> {
+  using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
+
+ public:
+  using Lock = typename Base::BarrierType;  // int
+  using typename Base::WorkTileInfo;
+
+  struct Arguments : Base::Arguments {
+    Lock* locks = nullptr;  // lock_count() flags, all zero before the launch; zero again after it
+  };
+
+  struct Params : Base::Params {
+    Lock* locks = nullptr;
+    bool partial_per_split = false;  // split-K with every unit in one wave: see fixup
+  };
+
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape problem_shape, TileShape tile_shape, ClusterShape cluster_shape,
+                                        cutlass::KernelHardwareInfo const& hw_info, Arguments const& args,
+                                        void* workspace, const uint32_t epilogue_subtile = 1,
+                                        uint32_t ktile_start_alignment_count = 1u) {
+    Params params;
+    static_cast<typename Base::Params&>(params) =
+        Base::to_underlying_arguments(problem_shape, tile_shape, cluster_shape, hw_info, args, workspace,
+                                      epilogue_subtile, ktile_start_alignment_count);
+    params.locks = args.locks;
+    // Decided here, once, for both the workspace size and the kernel.
+    const dim3 grid = Base::get_grid_shape(params, problem_shape, tile_shape, cluster_shape, hw_info, args);
+    const uint64_t splits = params.divmod_splits_.divisor;
+    params.partial_per_split =
+        splits > 1 && params.units_per_problem_ * splits <= static_cast<uint64_t>(grid.x) * grid.y * grid.z;
+    return params;
+  }
+
+  // No memset: see the top of the file.
+  template <class ProblemShape, class ElementAccumulator>
+  static cutlass::Status initialize_workspace(Arguments const&, void*, cudaStream_t, ProblemShape const&,
+                                              cutlass::KernelHardwareInfo const&, uint32_t, const uint32_t = 1,
+                                              uint32_t = 1, cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  // How many flags a launch with these arguments may index: one per consumer warpgroup of every output
+  // tile, counted as the scheduler numbers tiles (the tile grid rounded up to whole swizzle groups and
+  // clusters). Split-K uses all of them; stream-K only those of its split tiles, but a few KB of int32
+  // is cheaper than a second rule for which tiles those are.
+  template <class ProblemShape>
+  static int64_t lock_count(Arguments const& args, ProblemShape problem_shape, uint32_t mma_warp_groups) {
+    const dim3 blocks = Base::get_tiled_cta_shape_mnl(cute::append<4>(problem_shape, 1), TileShape{}, ClusterShape{});
+    using TileGridParams = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params;  // the tile order
+    const int swizzle = 1 << TileGridParams::get_log_swizzle_size(blocks.x, blocks.y, args.max_swizzle_size);
+    const int64_t tiles_m = cutlass::round_up(blocks.x, swizzle * cute::size<0>(ClusterShape{}));
+    const int64_t tiles_n = cutlass::round_up(blocks.y, swizzle * cute::size<1>(ClusterShape{}));
+    return tiles_m * tiles_n * blocks.z * mma_warp_groups;
+  }
+
+  CUTLASS_HOST_DEVICE SelfResettingStreamK() {}
+  CUTLASS_DEVICE explicit SelfResettingStreamK(Params const& params) : Base(params) {}
+
+  // Split-K within one wave keeps one fp32 partial tile per split but the last (see fixup); CUTLASS sizes
+  // one per tile.
+  template <class ProblemShape, class ElementAccumulator>
+  static size_t get_workspace_size(Arguments const& args, ProblemShape problem_shape,
+                                   cutlass::KernelHardwareInfo const& hw_info, uint32_t mma_warp_groups,
+                                   const uint32_t epilogue_subtile = 1, uint32_t num_accumulator_mtxs = 1) {
+    const size_t cutlass_bytes = Base::template get_workspace_size<ProblemShape, ElementAccumulator>(
+        args, problem_shape, hw_info, mma_warp_groups, epilogue_subtile, num_accumulator_mtxs);
+    // The decomposition the kernel will run (the split count may be adjusted, or chosen by the heuristic).
+    const Params params = to_underlying_arguments(problem_shape, TileShape{}, ClusterShape{}, hw_info, args, nullptr,
+                                                  epilogue_subtile);
+    if (!params.partial_per_split) return cutlass_bytes;
+    const uint64_t splits = params.divmod_splits_.divisor;
+    const uint64_t slot_bytes = sizeof(ElementAccumulator) * kTileElements;
+    return std::max<size_t>(cutlass_bytes, cutlass::round_up(params.units_per_problem_ * (splits - 1) * slot_bytes,
+                                                             size_t{128}));
+  }
+
+  // The reduction across the units of work that share one output tile, for one consumer warpgroup's share
+  // of it (the kernel calls it after every unit; units covering a whole tile's K return at once). A flag
+  // and a partial are per warpgroup (flag index tile * num_barriers + barrier_idx; the warpgroup's
+  // fragments after the earlier ones' in each partial tile) because the two consumer warpgroups of a
+  // cooperative tile hold different rows and finish independently; each waits on its own named barrier
+  // (the two stream-K ids CUTLASS reserves), so only its 128 threads synchronise.
+  //
+  // Split-K whose units all run at once (tiles x splits <= the persistent grid; the only split-K the
+  // dispatcher picks): the splits do not wait for each other. Split s < splits - 1 stores its
+  // accumulators to its own partial tile and counts itself on the flag; the last split, which runs the
+  // epilogue, waits for splits - 1 arrivals, then adds the partials in split order to its accumulators
+  // and resets the flag. Since the splits finish together, CUTLASS's chain (each split waits for the
+  // previous one, adds into one partial, signals the next) made them take turns: 4096x4096 at M = 128
+  // split 4 took 20.2 us with it, 17.0 without (H100, docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md).
+  //
+  // Split-K over several waves, and stream-K (units that start or end inside a tile, a varying number
+  // per tile): CUTLASS's serial chain, since a tile's units then finish at different times anyway and one
+  // partial per tile is a smaller workspace (partials per split took up to 1.15x as long there). The
+  // unit holding a tile's first k-tiles stores; each later unit waits until the flag counts the k-tiles
+  // before its own, adds into the partial, and adds its k-tile count to the flag; the unit holding the
+  // last k-tiles waits the same way, adds the partial into its accumulators and resets the flag.
+  //
+  // Either way the sum's order is fixed, so every launch gives the same bits; and no unit reads a flag
+  // after the last one has waited on it (each waits only on units before it, all arrived by then).
+  template <class FrgTensorC>
+  CUTLASS_DEVICE static void fixup(Params const& params, WorkTileInfo const& work, FrgTensorC& accumulators,
+                                   uint32_t num_barriers, uint32_t barrier_idx) {
+    if (!Base::requires_fixup(params, work)) return;
+
+    constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
+    using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
+    using Accumulator = typename FrgTensorC::value_type;
+    using Fragment = cutlass::Array<Accumulator, cute::size(FrgTensorC{})>;
+    // Threads of a warpgroup interleave their fragments in a partial (float i of thread t at i * 128 + t),
+    // so each of the group's loads, stores and adds is coalesced.
+    using Striped = cutlass::BlockStripedReduce<Barriers::ThreadCount, Fragment>;
+
+    const uint64_t tile = Base::output_tile_index(params, work);
+    const int flag = static_cast<int>(tile * num_barriers + barrier_idx);
+    const uint64_t share = static_cast<uint64_t>(cute::size(accumulators)) * barrier_idx * Barriers::ThreadCount;
+    auto* workspace = reinterpret_cast<Accumulator*>(params.reduction_workspace_);
+    auto partial = [&](uint64_t index) {
+      return reinterpret_cast<Fragment*>(workspace + index * kTileElements + share);
+    };
+    auto& fragment = *reinterpret_cast<Fragment*>(accumulators.data());
+    const int thread = static_cast<int>(threadIdx.x % Barriers::ThreadCount);
+    const bool last = Base::compute_epilogue(work, params);
+
+    const uint32_t splits = params.divmod_splits_.divisor;
+    if (params.partial_per_split) {
+      // This unit's split: the first big_units_ splits run one k-tile more than the others (CUTLASS's
+      // split-K assignment), so split s starts at s * base + min(s, big).
+      const uint32_t base = params.divmod_k_tiles_per_sk_unit_.divisor;
+      const uint32_t big = params.big_units_;
+      const uint32_t k = static_cast<uint32_t>(work.K_idx);
+      const uint32_t split = k < big * (base + 1) ? k / (base + 1) : big + (k - big * (base + 1)) / base;
+      const uint64_t first = tile * (splits - 1);  // the tile's partials: splits 0 .. splits - 2
+      if (!last) {
+        Striped::store(partial(first + split), fragment, thread);
+        Barriers::arrive_inc(barrier_idx, params.locks, thread, flag, 1);  // group barrier, then a release add
+      } else {
+        Barriers::wait_eq(barrier_idx, params.locks, thread, flag, static_cast<int>(splits - 1));
+        for (uint32_t s = 0; s + 1 < splits; ++s) Striped::load_add(fragment, partial(first + s), thread);
+        // The thread that saw the flag complete clears it. Plain store: the next reader is a later launch.
+        if (thread == 0) params.locks[flag] = 0;
+      }
+      return;
+    }
+
+    if (!last) {
+      if (work.K_idx == 0) {
+        Striped::store(partial(tile), fragment, thread);
+      } else {
+        Barriers::wait_eq(barrier_idx, params.locks, thread, flag, work.K_idx);
+        Striped::reduce(partial(tile), fragment, thread);
+      }
+      Barriers::arrive_inc(barrier_idx, params.locks, thread, flag, work.k_tile_count);
+    } else {
+      Barriers::wait_eq(barrier_idx, params.locks, thread, flag, work.K_idx);
+      Striped::load_add(fragment, partial(tile), thread);
+      if (thread == 0) params.locks[flag] = 0;
+    }
+  }
+
+ private:
+  // Floats of one partial tile.
+  static constexpr uint64_t kTileElements = cute::size<0>(TileShape{}) * cute::size<1>(TileShape{});
+};
+
+}  // namespace mixgemm::sm90
+
+namespace cutlass::gemm::kernel::detail {
+
+template <class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
+struct TileSchedulerSelector<mixgemm::sm90::SelfResettingStreamKScheduler, arch::Sm90, TileShape, ClusterShape,
+                             SchedulerPipelineStageCount> {
+  using Scheduler = mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape>;
+};
+
+}  // namespace cutlass::gemm::kernel::detail
