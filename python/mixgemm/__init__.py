@@ -1,21 +1,24 @@
 """mixgemm: mixed-input (int4/int8 weights x fp16/bf16 activations) GEMM kernels for LLM inference.
 
-Public API: ``prepack`` (AWQ/GPTQ -> our kernel layout) and ``gemm`` (the mixed-input GEMM, with
-``GemmConfig`` / ``compiled_configs`` to choose tiles and split-K); ``awq_dequantize``;
-``dequantize_weight`` (a prepacked weight back to dense);
-``baseline.awq_gemm`` (the vLLM-style kernel we compare against); ``formats`` (AWQ/GPTQ pack/unpack and
-quantizers in PyTorch, the references). The compiled core is ``mixgemm._C``.
+Public API: ``prepack`` (AWQ/GPTQ -> a weight layout) and ``gemm`` (the mixed-input GEMM on the path and config
+``config="auto"`` picks, or the one you name: ``compiled_configs``, the config types ``Sm80Config``,
+``DecodeConfig``, ``Sm90Config``, ``DequantConfig``); ``awq_dequantize``; ``dequantize_weight`` (a prepacked
+weight back to dense); ``baseline.awq_gemm`` (the vLLM-style kernel we compare against); ``formats`` (AWQ/GPTQ
+pack/unpack and quantizers in PyTorch, the references); ``nn.QuantLinear`` and ``checkpoint`` (layers and whole
+models from checkpoint folders); ``library`` (the torch.library custom ops). The compiled core is ``mixgemm._C``;
+docs/architecture.md maps the rest.
 """
 
 from . import baseline, formats
-from .config import GemmConfig, compiled_configs
+from .kernel_key import KernelKey
 from .ops import awq_dequantize, dequantize_weight, gemm
 from .packing import PackedWeight, prepack
+from .paths import DecodeConfig, DequantConfig, GemmConfig, Sm80Config, Sm90Config, compiled_configs
 from . import library, nn  # library registers the torch.ops.mixgemm custom ops
 
 __all__ = [
-    "GemmConfig", "PackedWeight", "awq_dequantize", "baseline", "compiled_configs", "dequantize_weight", "formats",
-    "gemm", "prepack",
-    "library", "nn",
+    "DecodeConfig", "DequantConfig", "GemmConfig", "KernelKey", "PackedWeight", "Sm80Config", "Sm90Config",
+    "awq_dequantize", "baseline", "compiled_configs", "dequantize_weight", "formats", "gemm", "library", "nn",
+    "prepack",
 ]
 __version__ = "0.1.0"

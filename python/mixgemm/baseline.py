@@ -49,7 +49,7 @@ def awq_gemm(
         return torch.empty((0, N), dtype=x.dtype, device=x.device)
     partials = torch.empty((split_k_iters, M, N), dtype=torch.float16, device=x.device)
     with device_guard(x.device):
-        extension().baseline_awq_gemm(
+        extension().peers.awq_gemm_baseline(
             x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), qzeros.data_ptr(), partials.data_ptr(),
             M, N, K, group_size, split_k_iters, current_stream(x.device),
         )

@@ -16,8 +16,8 @@ exception unchanged). They allocate through PyTorch's caching allocator and laun
 which is what CUDA-graph capture needs.
 
 A :class:`~mixgemm.packing.PackedWeight` is a Python dataclass, which an operator schema cannot carry, so
-``mixgemm::gemm`` takes its tensors and sizes one by one and a GemmConfig travels as its name (see
-``config_names``). The Python wrappers at the bottom (:func:`gemm`, :func:`awq_dequantize`,
+``mixgemm::gemm`` takes its tensors and sizes one by one and a config travels as its name (see
+``mixgemm.paths.from_name``). The Python wrappers at the bottom (:func:`gemm`, :func:`awq_dequantize`,
 :func:`awq_gemm_baseline`) do that unpacking; use them rather than ``torch.ops.mixgemm.*`` directly.
 """
 
@@ -29,104 +29,112 @@ from typing import Optional, Union
 
 import torch
 
-from . import baseline, config_names, ops, packing
-from .config import GemmConfig
+from . import baseline, layouts, ops, packing, paths
+from .paths import GemmConfig
 
 _NAMESPACE = "mixgemm"
+_LIBRARY = torch.library.Library(_NAMESPACE, "DEF")
 
 
 # ---------------------------------------------------------------------------------------------------
 # Custom ops: real implementations (the validated Python entry points) and fake ones (shape and dtype
 # only, used by FakeTensor tracing in torch.compile / torch.export and for meta tensors).
 #
-# All are functional (mutates_args=()): each returns a freshly allocated tensor and leaves its inputs
-# alone. That is what lets the compiler reorder them, and CUDA-graph trees treat them like any other op.
+# All are functional: each returns a freshly allocated tensor and leaves its inputs alone. That is what lets
+# the compiler reorder them, and CUDA-graph trees treat them like any other op.
+#
+# Registered with torch.library.Library (define + impl under CompositeExplicitAutograd, every backend) rather
+# than the @torch.library.custom_op decorator: the decorator wraps each call in Python autograd and aliasing
+# checks that cost ~45 us per call (5x the ~10 us of a plain Library op; measured with an empty op, torch 2.13),
+# which torch.compile without CUDA graphs pays on every layer. These ops have no backward (inference only).
 
 
-@torch.library.custom_op(
-    f"{_NAMESPACE}::awq_dequantize",
-    mutates_args=(),
-    schema="(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor",
-)
+def _define(name: str, schema: str, real, fake) -> None:
+    _LIBRARY.define(f"{name}{schema}")
+    _LIBRARY.impl(name, real, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{_NAMESPACE}::{name}", fake, lib=_LIBRARY)
+
+
 def _awq_dequantize_op(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor) -> torch.Tensor:
     # Looked up at call time (not bound at import) so a test can stand a CPU reference in for the kernel.
     return ops.awq_dequantize(qweight, scales, qzeros)
 
 
-@_awq_dequantize_op.register_fake
 def _awq_dequantize_fake(qweight, scales, qzeros):
     # [K, N] in the scales' dtype: K = qweight rows, N = scales columns (as ops.awq_dequantize allocates).
     return scales.new_empty((qweight.shape[0], scales.shape[1]))
 
 
-@torch.library.custom_op(
-    f"{_NAMESPACE}::awq_gemm_baseline",
-    mutates_args=(),
-    schema="(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, int split_k_iters) -> Tensor",
-)
-def _awq_gemm_baseline_op(
-    x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, split_k_iters: int
-) -> torch.Tensor:
+def _awq_gemm_baseline_op(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor,
+                          split_k_iters: int) -> torch.Tensor:
     return baseline.awq_gemm(x, qweight, scales, qzeros, split_k_iters)
 
 
-@_awq_gemm_baseline_op.register_fake
 def _awq_gemm_baseline_fake(x, qweight, scales, qzeros, split_k_iters):
     # The vLLM-style kernel is fp16 only and returns [M, N].
     return x.new_empty((x.shape[0], scales.shape[1]), dtype=torch.float16)
 
 
 def _bits_of(packed: torch.Tensor, layout: str = "sm80") -> int:
-    # The schema carries no bit width: the packed tensor's words per lane say it (packing.packed_shape).
+    # The schema carries no bit width: the packed tensor's words per lane say it (the layout's packed_shape).
     # Anything else is malformed; 4 lets ops.gemm's shape check report it in its usual words.
-    return packing.bits_of_packed(layout, packed) or 4
+    if layout not in layouts.LAYOUTS:
+        return 4  # ops.gemm names the bad layout
+    return layouts.bits_of_packed(layout, packed) or 4
 
 
 def _weight_of(packed, scales, offsets, group_size: int, n: int, k: int, layout: str = "sm80",
                scale_only: bool = False) -> packing.PackedWeight:
-    # Without `perm`: the wrapper has already gathered x's columns (where the compiler can see and fuse
-    # it), so the weight here is always in the kernel's own K order. Keywords, not positions, so a field
-    # added to PackedWeight later cannot shift these into the wrong slots.
-    return packing.PackedWeight(
+    """The PackedWeight of the op's tensors and fields. The op gets the same tensors on every call (a module's
+    buffers), but a new PackedWeight each time: so what ops.gemm proved about them (its _WeightState, which
+    refers to them weakly) is kept on the packed tensor and handed to the new object, which then takes gemm's
+    fast path instead of being validated again (25 us per call). Without ``perm``: the wrapper has already
+    gathered x's columns (where the compiler can see and fuse it), so the weight here is always in the kernel's
+    own K order. Keywords, not positions, so a field added to PackedWeight later cannot shift these into the
+    wrong slots."""
+    weight = packing.PackedWeight(
         packed=packed, scales=scales, offsets=offsets, group_size=group_size, bits=_bits_of(packed, layout),
         act_dtype=scales.dtype, n=n, k=k, layout=layout, scale_only=scale_only,
     )
+    weight._gemm_state = getattr(packed, "_mixgemm_state", None)  # gemm checks that it holds for this object
+    return weight
+
+
+def _remember_state(weight: packing.PackedWeight) -> None:
+    """Keeps gemm's proof about ``weight``'s tensors on its packed tensor, for the next call's _weight_of."""
+    state = weight._gemm_state
+    if state is not None and getattr(weight.packed, "_mixgemm_state", None) is not state:
+        try:
+            weight.packed._mixgemm_state = state
+        except (AttributeError, RuntimeError):  # a tensor subclass that takes no attributes: validate each call
+            pass
 
 
 # Config names parsed once each (a regex per call otherwise); a bad name raises every time, uncached.
-_parse_name = functools.lru_cache(maxsize=256)(config_names.from_name)
+_parse_name = functools.lru_cache(maxsize=256)(paths.from_name)
 
 
-@torch.library.custom_op(
-    f"{_NAMESPACE}::gemm",
-    mutates_args=(),
-    schema=(
-        "(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, int group_size, int n, int k, "
-        'str config, str layout="sm80", bool scale_only=False) -> Tensor'
-    ),
-)
-def _gemm_op(
-    x: torch.Tensor,
-    packed: torch.Tensor,
-    scales: torch.Tensor,
-    offsets: torch.Tensor,
-    bias: Optional[torch.Tensor],
-    group_size: int,
-    n: int,
-    k: int,
-    config: str,
-    layout: str = "sm80",
-    scale_only: bool = False,
-) -> torch.Tensor:
+def _gemm_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
+             bias: Optional[torch.Tensor], group_size: int, n: int, k: int, config: str, layout: str = "sm80",
+             scale_only: bool = False) -> torch.Tensor:
     weight = _weight_of(packed, scales, offsets, group_size, n, k, layout, scale_only)
-    return ops.gemm(x, weight, bias, _parse_name(config))
+    out = ops.gemm(x, weight, bias, _parse_name(config))
+    _remember_state(weight)
+    return out
 
 
-@_gemm_op.register_fake
 def _gemm_fake(x, packed, scales, offsets, bias, group_size, n, k, config, layout="sm80", scale_only=False):
     # A bad config name fails here, at trace time, rather than on the first real call.
-    config_names.from_name(config)
+    paths.from_name(config)
     return x.new_empty((*x.shape[:-1], n))
+
+
+_define("awq_dequantize", "(Tensor qweight, Tensor scales, Tensor qzeros) -> Tensor", _awq_dequantize_op,
+        _awq_dequantize_fake)
+_define("awq_gemm_baseline", "(Tensor x, Tensor qweight, Tensor scales, Tensor qzeros, int split_k_iters) -> Tensor",
+        _awq_gemm_baseline_op, _awq_gemm_baseline_fake)
+_define("gemm", "(Tensor x, Tensor packed, Tensor scales, Tensor offsets, Tensor? bias, int group_size, int n, int k, "
+        'str config, str layout="sm80", bool scale_only=False) -> Tensor', _gemm_op, _gemm_fake)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -166,7 +174,7 @@ ConfigArg = Union[GemmConfig, str]
 
 
 def parse_config(config: ConfigArg) -> Union[GemmConfig, str]:
-    """``"auto"``, a GemmConfig or a GemmConfig name -> what :func:`mixgemm.ops.gemm` takes (names are
+    """``"auto"``, a path name, a GemmConfig or a config name -> what :func:`mixgemm.ops.gemm` takes (names are
     parsed once and remembered); anything else is the ValueError the op path raises."""
     if isinstance(config, str):
         return _parse_name(config)
@@ -181,7 +189,8 @@ def _config_name(config: ConfigArg) -> str:
         return config.name
     if isinstance(config, str):
         return config
-    raise ValueError(f"gemm: config must be 'auto', a GemmConfig or a GemmConfig name, got {type(config).__name__}")
+    raise ValueError(f"gemm: config must be 'auto', a path name, a GemmConfig or a config name, got "
+                     f"{type(config).__name__}")
 
 
 def gemm_tensors(
@@ -216,7 +225,9 @@ def gemm_tensors(
     if eager_call(x) and isinstance(packed, torch.Tensor) and isinstance(scales, torch.Tensor):
         # What the op's real implementation does, without the dispatch.
         weight = _weight_of(packed, scales, offsets, group_size, n, k, layout, scale_only)
-        return ops.gemm(x, weight, bias, parse_config(config))
+        out = ops.gemm(x, weight, bias, parse_config(config))
+        _remember_state(weight)
+        return out
     return torch.ops.mixgemm.gemm(x, packed, scales, offsets, bias, group_size, n, k, _config_name(config), layout,
                                   scale_only)
 
@@ -226,7 +237,7 @@ def gemm(
 ) -> torch.Tensor:
     """:func:`mixgemm.gemm` through the custom op ``mixgemm::gemm``: same arguments, same result.
 
-    ``config`` is ``"auto"``, a :class:`~mixgemm.config.GemmConfig` or its name. Works in eager mode, under
+    ``config`` is ``"auto"``, a :class:`~mixgemm.GemmConfig` or its name. Works in eager mode, under
     CUDA-graph capture and inside ``torch.compile(fullgraph=True)``. A plain eager call (see
     :func:`eager_call`) on a weight without act-order goes to :func:`mixgemm.ops.gemm` directly.
     """

@@ -14,7 +14,7 @@ from typing import Optional
 
 import torch
 
-from . import _checks, config_names, library, ops, packing
+from . import _checks, library, ops, packing, paths
 
 FORMATS = ("awq", "gptq", "gptq_v2")
 
@@ -29,7 +29,7 @@ class QuantLinear(torch.nn.Module):
     since the kernel takes fp16/bf16 only.
 
     ``config`` selects the kernel: ``"auto"`` (tuned cache, else the heuristic), a
-    :class:`~mixgemm.config.GemmConfig` or its name. It may be reassigned at any time.
+    :class:`~mixgemm.GemmConfig` or its name. It may be reassigned at any time.
     """
 
     def __init__(
@@ -46,7 +46,7 @@ class QuantLinear(torch.nn.Module):
                              f"got {type(packed_weight).__name__}")
         if packed_weight.bits not in (4, 8):
             raise ValueError(f"{fn}: weights must be 4- or 8-bit, got bits = {packed_weight.bits}")
-        config_names.to_name(config)  # a bad config is an error now, not at the first forward
+        paths.to_name(config)  # a bad config is an error now, not at the first forward
         self.in_features = packed_weight.k
         self.out_features = packed_weight.n
         self.group_size = packed_weight.group_size
@@ -146,10 +146,18 @@ class QuantLinear(torch.nn.Module):
         ``checkpoint_format: "gptq"`` or none) or ``"gptq_v2"`` (zeros as stored). Only that layer's tensors
         are read. ``v1``, ``bits`` and ``layout`` are :meth:`from_gptq`'s (AWQ is 4-bit). To load a checkpoint folder
         with its own quantization config (or a whole model), see :mod:`mixgemm.checkpoint`.
+
+        A ``path`` that is None, a directory, absent or not a readable safetensors file (empty, truncated,
+        corrupt) is a ValueError naming it.
         """
+        from .checkpoint.files import open_safetensors
+
         fn = "QuantLinear.from_safetensors"
         if format == "awq" and bits != 4:
             raise ValueError(f"{fn}: AWQ checkpoints are 4-bit, got bits = {bits}")
+        # Opening reads the header only; safetensors' own errors would name neither the file nor the rule.
+        with open_safetensors(fn, path):
+            pass
         tensors = read_checkpoint_tensors(path, prefix, format)  # a bad file or prefix is reported first
         target = _checks.check_load_device(fn, device)
         t = {name: None if value is None else value.to(target) for name, value in tensors.items()}
@@ -191,22 +199,25 @@ class QuantLinear(torch.nn.Module):
         """The buffers as a PackedWeight and the parsed config, kept between eager calls so that gemm's
         validation of the weight (remembered on the PackedWeight) and its plans are reused.
 
-        Rebuilt whenever a buffer or attribute was replaced since (``.to()``, ``.half()``, a new
-        ``config``): identities are compared, since replacing is how a module changes its tensors.
+        Rebuilt whenever something changed since: an attribute assigned through the module (a new ``config``,
+        ``group_size``, a buffer set as ``layer.packed = t``) drops the cache in ``__setattr__``; ``.to()``,
+        ``.half()`` and ``register_buffer`` write ``_buffers`` directly, so the buffers' identities are compared
+        here (the cached PackedWeight keeps the old tensors alive, so an identity cannot be reused).
         """
         b = self._buffers
         cached = self.__dict__.get("_mixgemm_eager")
         if cached is not None:
-            w, config_arg, config = cached
+            w, config = cached
             if (w.packed is b["packed"] and w.scales is b["scales"] and w.offsets is b["offsets"]
-                    and w.perm is b["perm"] and config_arg is self.config and w.group_size == self.group_size
-                    and w.n == self.out_features and w.k == self.in_features and w.bits == self.bits
-                    and w.layout == self.layout and w.scale_only == self.scale_only):
+                    and w.perm is b["perm"]):
                 return w, config
-        w, config_arg = self.packed_weight(), self.config
-        config = library.parse_config(config_arg)
-        self.__dict__["_mixgemm_eager"] = (w, config_arg, config)
+        w, config = self.packed_weight(), library.parse_config(self.config)
+        self.__dict__["_mixgemm_eager"] = (w, config)
         return w, config
+
+    def __setattr__(self, name: str, value) -> None:
+        self.__dict__.pop("_mixgemm_eager", None)  # see _eager_weight
+        super().__setattr__(name, value)
 
     def extra_repr(self) -> str:
         text = (f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, "
@@ -218,7 +229,7 @@ class QuantLinear(torch.nn.Module):
         if self.layout != "sm80":
             text += f", layout={self.layout}"
         if not (isinstance(self.config, str) and self.config == "auto"):
-            text += f", config={config_names.to_name(self.config)}"
+            text += f", config={paths.to_name(self.config)}"
         return text
 
 

@@ -18,8 +18,8 @@ import pathlib
 import re
 import sys
 
-from .. import tuning
-from ..config import LAYOUTS
+from .. import tuning_cache
+from ..layouts import LAYOUTS
 from . import metrics, report
 from .timing import MIN_REPS
 
@@ -33,16 +33,8 @@ PEER_NAMES = ("mixgemm", "mixgemm_sm80", "vllm_style", "vllm_dequant_matmul", "c
 # Yardsticks timed only when asked for by name (``--peers``): read_floor is no GEMM, only the time a kernel
 # that reads the decode path's bytes takes, so it belongs beside the decode rows, not in every table.
 YARDSTICK_NAMES = ("read_floor",)
-SPLIT_KS = (1, 2, 4, 8, 16)
-SPLIT_K_MODES = ("serial", "parallel")
-# sm80 stream-K grids swept, in blocks per SM (the grid is this times the GPU's SM count).
-STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 COPY_YARDSTICK_BYTES = 1 << 30
 DEFAULT_OUT = "mixgemm-bench"
-# Our kernel's layout rules (DESIGN.md section 1): N in 64-column strips, K in 64-row k-tiles.
-_N_MULTIPLE = 64
-_K_MULTIPLE = 64
-_GROUP_MULTIPLE = 32  # the GEMM's smallest group (one row of scales per 32-row half of a k-tile)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -91,8 +83,8 @@ def parse_peers(text: str) -> list[str]:
 
 
 def parse_config(text: str):
-    """``"auto"`` or a :attr:`GemmConfig.name` such as ``16x128x64_w16x32x64_s4`` or ``..._s4_k4s``."""
-    from ..config_names import from_name
+    """``"auto"``, a path's name or a config's name such as ``16x128x64_w16x32x64_s4`` or ``..._s4_k4s``."""
+    from ..paths import from_name
 
     try:
         return from_name(text)
@@ -214,11 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_shape(parser: argparse.ArgumentParser, K: int, N: int, G: int) -> None:
-    if K % _K_MULTIPLE != 0 or N % _N_MULTIPLE != 0:
-        parser.error(f"shape {K}x{N}: K must be a multiple of {_K_MULTIPLE} (the k-tile) and N of {_N_MULTIPLE} "
-                     "(the packed column strip)")
-    if K % G != 0:
-        parser.error(f"shape {K}x{N}: K = {K} is not a multiple of --group-size {G}")
+    """The shape must be one prepack takes (its layout holds it and some kernel path runs it)."""
+    from ..packing import check_weight_shape
+
+    try:
+        check_weight_shape(f"shape {K}x{N}, --group-size {G}", "sm80", K, N, G)
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -226,8 +220,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     top = build_parser()
     args = top.parse_args(argv)
     parser = top.subcommands[args.command]
-    if args.group_size < _GROUP_MULTIPLE or args.group_size % _GROUP_MULTIPLE != 0:
-        parser.error(f"--group-size must be a positive multiple of {_GROUP_MULTIPLE}, got {args.group_size}")
+    if args.group_size < 1:
+        parser.error(f"--group-size must be a positive integer, got {args.group_size}")
     if args.command == "bench":
         # (argparse runs `type` on string defaults too, so args.shapes is already a list here.)
         if args.m is None:
@@ -434,31 +428,14 @@ def run_dequant(args, argv=None) -> list[dict]:
     return records
 
 
-def _sm_count() -> int:
-    """The current GPU's SM count: the sweep's stream-K grids are multiples of it."""
-    import torch
+def sweep_cases(K: int, N: int, G: int, M: int, key, gpu) -> list:
+    """Every compiled config of every path that reads ``key``'s layout, in each split its path sweeps
+    (``KernelPath.split_variants``), that runs this M x N x K problem (``KernelPath.fits``)."""
+    from ..paths import PATHS, GemmProblem
 
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-
-
-def split_settings(K: int, config=None, sm_count: int | None = None) -> list[tuple[int, str]]:
-    """(split_k, mode) pairs to sweep: no split, then each split-K in SPLIT_KS up to K/64, in every mode
-    ``config``'s path has (the decode path reduces in-kernel only: serial; the sm90 path splits K only on
-    its stream-K configs, serially and at most 4 ways (tuning.sm90_split says why); the dequant path runs
-    one cuBLAS GEMM); with ``sm_count``, the sm80 path's stream-K grids of STREAM_K_BLOCKS_PER_SM blocks per
-    SM too."""
-    path = config.path if config is not None else "sm80"
-    if path == "dequant" or (path == "sm90" and config.scheduler != "streamk"):
-        return [(1, "none")]
-    modes = ("serial",) if path in ("gemv", "sm90") else SPLIT_K_MODES
-    most = tuning.SM90_MAX_SPLIT_K if path == "sm90" else max(SPLIT_KS)
-    settings = [(1, "none")]
-    for split_k in SPLIT_KS:
-        if 1 < split_k <= min(K // _K_MULTIPLE, most):
-            settings.extend((split_k, mode) for mode in modes)
-    if path == "sm80" and sm_count:
-        settings.extend((per_sm * sm_count, "streamk") for per_sm in STREAM_K_BLOCKS_PER_SM)
-    return settings
+    problem = GemmProblem(M, N, K, G)
+    return [variant for path in PATHS.values() for config in path.compiled(key)
+            for variant in path.split_variants(config, problem, gpu) if path.fits(variant, problem, key) is None]
 
 
 class _Progress:
@@ -503,7 +480,10 @@ def sweep_layouts(choice: str, K: int, N: int, G: int, dtype) -> list[str]:
 def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     """Times every compiled config x split setting of each weight layout's paths for each M; writes
     <label>.json/csv and PNGs."""
-    from .. import compiled_configs
+    import torch
+
+    from .. import device
+    from ..kernel_key import KernelKey
     from . import peers
     from .timing import copies_for
 
@@ -513,15 +493,9 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     ceilings = metrics.Ceilings(args.read_bw, args.peak_tflops)
     copies = copies_for(metrics.Problem(0, N, K, G).weight_bytes)
     layouts = sweep_layouts(getattr(args, "layout", "auto"), K, N, G, dtype)
-    sm_count = _sm_count()
-    # Every path's configs compete alike, each on the layout it reads; a decode (gemv) config only where M
-    # fits its rows, an sm90 config only where its weight tile divides N, a stream-K grid only where the
-    # work has a unit for each block.
-    variants = {layout: [c.with_split_k(k, mode) for c in compiled_configs(dtype, path=None, layout=layout)
-                         if c.path != "sm90" or N % c.tile_n == 0 for k, mode in split_settings(K, c, sm_count)]
-                for layout in layouts}
-    fitting = {(layout, M): [v for v in variants[layout] if (v.path != "gemv" or M <= v.tile_m)
-                             and (v.split_k_mode != "streamk" or v.split_k <= v.stream_k_units(M, N, K))]
+    gpu = device.facts(label, torch.device("cuda", torch.cuda.current_device()))
+    # Every path's configs compete alike, each on the layout it reads and where it runs the problem.
+    fitting = {(layout, M): sweep_cases(K, N, G, M, KernelKey.of(dtype, 4, layout), gpu)
                for layout in layouts for M in args.m}
     progress = _Progress(sum(len(v) + 1 for v in fitting.values()), f"{label} {K}x{N}")
     records = []
@@ -535,7 +509,7 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
                 record["layout"] = layout
                 closures, reason = peers.build("mixgemm", M, N, K, G, dtype, copies, config=config, layout=layout)
                 if config != "auto":
-                    record.update(config=config.name, tile=config.with_split_k(1).name, stages=config.stages,
+                    record.update(config=config.name, tile=config.kernel_name, stages=getattr(config, "stages", None),
                                   split_k=config.split_k, split_k_mode=config.split_k_mode, path=config.path)
                 elif closures is not None:
                     record["config"] = closures.config
@@ -585,10 +559,12 @@ def run_sweep(args, argv=None) -> list[dict]:
 def run_tune(args, argv=None) -> list[dict]:
     import torch
 
+    from ..kernel_key import KernelKey
+
     records = sweep(args, argv, label="tune")
     K, N = args.shape
     gpu = torch.cuda.get_device_name()
-    path = args.cache if args.cache is not None else tuning.cache_path()
+    path = args.cache if args.cache is not None else tuning_cache.cache_path()
     # One winner per weight layout and M bucket (a weight runs only the paths of its layout, so each layout
     # keeps its own choices); where several swept M share a bucket, the largest (the one nearest the
     # bucket's upper end, which the bucket stands for) decides. What "auto" ran competes too: the
@@ -599,12 +575,13 @@ def run_tune(args, argv=None) -> list[dict]:
             timed = [r for r in records if r["M"] == M and r["layout"] == layout
                      and r["peer"] in ("mixgemm", "mixgemm:auto") and r["status"] == "ok" and r["config"]]
             if timed:
-                winners[(layout, tuning.m_bucket(M))] = min(timed, key=lambda r: r["time_us"])
+                winners[(layout, tuning_cache.m_bucket(M))] = min(timed, key=lambda r: r["time_us"])
     rows = []
     for (layout, bucket), best in winners.items():
         config = parse_config(best["config"])
-        tuning.save_choice(gpu, best["M"], N, K, args.group_size, args.dtype, config, best["time_us"], path=path,
-                           layout=layout)
+        # The sweep's weights have zero points: their key is the scale+offset one of the layout.
+        key = KernelKey.of(_torch_dtype(args.dtype), 4, layout)
+        tuning_cache.save_choice(gpu, best["M"], N, K, args.group_size, key, config, best["time_us"], path=path)
         auto = next((r for r in records if r["M"] == best["M"] and r["layout"] == layout
                      and r["peer"] == "mixgemm:auto"), None)
         gain = auto["time_us"] / best["time_us"] if auto and auto["status"] == "ok" else None

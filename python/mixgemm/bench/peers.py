@@ -79,9 +79,11 @@ def _packed_copies(K: int, N: int, G: int, dtype: torch.dtype, copies: int, layo
 
 def auto_layout(K: int, N: int, G: int, dtype: torch.dtype) -> str:
     """The layout ``prepack(..., layout="auto")`` gives this shape on this GPU."""
-    from .. import sm90
+    from ..kernel_key import KernelKey
+    from ..paths import sm90
 
-    return "sm90" if sm90.fits(torch.device(DEVICE), dtype, 4, K, N, G) else "sm80"
+    key = KernelKey.of(dtype, 4, "sm90")
+    return "sm90" if sm90.PATH.takes_weight(torch.device(DEVICE), key, K, N, G) else "sm80"
 
 
 @functools.lru_cache(maxsize=1)
@@ -154,7 +156,7 @@ def cublas_fp16_peer(M, N, K, G, dtype, copies) -> Closures:
     return Closures(functools.partial(torch.matmul, x, w) for w in _dense_copies(K, N, G, dtype, copies))
 
 
-# CUTLASS 2.x's dense fp16 GEMM compiled into the extension (cpp/src/cutlass2_fp16_peer.cu): mma.sync, the
+# CUTLASS 2.x's dense fp16 GEMM compiled into the extension (cpp/mixgemm/peers/cutlass2_fp16.cu): mma.sync, the
 # tile family of our 128x256 sm80 tile, so where compute bounds us it is our ceiling on this GPU. It reads
 # and writes rows as 16-byte vectors of 8 halves, hence N and K in multiples of 8.
 _CUTLASS2_MULTIPLE = 8
@@ -162,7 +164,7 @@ _CUTLASS2_MULTIPLE = 8
 
 def _cutlass2_binding():
     """The extension's ``cutlass2_fp16_gemm``, or ``None`` for a build that predates it."""
-    return getattr(extension(), "cutlass2_fp16_gemm", None)
+    return getattr(getattr(extension(), "peers", None), "cutlass2_fp16_gemm", None)
 
 
 def cutlass2_fp16_matmul(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -221,12 +223,12 @@ def cutlass2_fp16_peer(M, N, K, G, dtype, copies) -> Closures:
 
 def _read_floor_binding():
     """The extension's ``read_floor``, or ``None`` for a build that predates it."""
-    return getattr(extension(), "read_floor", None)
+    return getattr(getattr(extension(), "peers", None), "read_floor", None)
 
 
 def read_floor(tensors, folded: torch.Tensor | None = None) -> torch.Tensor:
     """Reads every byte of 1 to 3 CUDA tensors once, with nothing else to do: the read_floor peer's kernel
-    (cpp/src/read_floor_peer.cu). Returns ``folded``, int32 ``[READ_FLOOR_MAX_BLOCKS]``, each block's xor
+    (cpp/mixgemm/peers/read_floor.cu). Returns ``folded``, int32 ``[READ_FLOOR_MAX_BLOCKS]``, each block's xor
     of the 32-bit words it read: the xor of all entries is the xor of every word of every tensor, when
     the entries past the grid were zero (a new ``folded`` is zeroed here; one passed in is reused as is).
 
@@ -251,7 +253,7 @@ def read_floor(tensors, folded: torch.Tensor | None = None) -> torch.Tensor:
         raise RuntimeError(f"{fn}: this build of mixgemm._C has no read_floor (it predates the peer); "
                            "rebuild the extension")
     device = tensors[0].device
-    blocks = extension().READ_FLOOR_MAX_BLOCKS
+    blocks = extension().peers.READ_FLOOR_MAX_BLOCKS
     if folded is None:
         folded = torch.zeros(blocks, dtype=torch.int32, device=device)
     else:
@@ -271,7 +273,8 @@ def read_floor_peer(M, N, K, G, dtype, copies) -> Closures:
     if _read_floor_binding() is None:
         raise PeerUnavailable("this build of mixgemm._C has no read_floor (it predates the peer)")
     packed_copies = _packed_copies(K, N, G, dtype, copies)
-    folded = torch.zeros(extension().READ_FLOOR_MAX_BLOCKS, dtype=torch.int32, device=packed_copies[0].packed.device)
+    folded = torch.zeros(extension().peers.READ_FLOOR_MAX_BLOCKS, dtype=torch.int32,
+                         device=packed_copies[0].packed.device)
     return Closures(functools.partial(read_floor, (p.packed, p.scales, p.offsets), folded) for p in packed_copies)
 
 

@@ -1,7 +1,9 @@
-"""Pure-PyTorch reference for the weight prepack step ("mixgemm int4 v1" and "mixgemm int8 v1" layouts).
+"""The sm80 weight layout ("mixgemm int4 v1" and "mixgemm int8 v1"): its constants, pack, unpack and rules, in
+pure PyTorch, and the GPU packer of AWQ int4 tensors.
 
-This module is the executable specification of the layout our GEMM kernel reads. The CUDA prepack
-kernels (cpp/include/mixgemm/prepack/) must reproduce these functions bit for bit, and the CPU tests
+This module is the executable specification of the layout the sm80 path, the decode path and the dequant path
+read (cpp/mixgemm/layout/sm80.cuh holds its fragment code). The CUDA prepack
+kernels (cpp/mixgemm/prepack/) must reproduce these functions bit for bit, and the CPU tests
 check the layout through the exact inverse `unpack_int4_kernel_layout`. Everything is vectorised and
 runs on whatever device its inputs live on.
 
@@ -415,7 +417,7 @@ def prepack_gptq_int8_reference(
     (symmetric, z = 128). Decoded with mixgemm.formats, then as prepack_int8_reference. Act-order
     (g_idx) checkpoints need their K rows permuted by the caller first.
     """
-    from . import formats  # the GPTQ 8-bit packing is specified there
+    from .. import formats  # the GPTQ 8-bit packing is specified there
 
     fn = "prepack_gptq_int8_reference"
     _check_tensor(fn, "qweight", qweight, 2, (torch.int32,), "int32 (GPTQ 8-bit packing, [K/4, N])")
@@ -476,3 +478,63 @@ def dequantize_packed_reference(
     s = scales.to(dtype).repeat_interleave(group_size, dim=0)
     b = offsets.to(dtype).repeat_interleave(group_size, dim=0)
     return q.to(dtype) * s + b
+
+
+# --------------------------------------------------------------------------------------------
+# The layout interface (mixgemm.layouts): the same names in every layout module.
+# --------------------------------------------------------------------------------------------
+
+NAME = "sm80"
+# What the layout can hold: 64-column strips of 16-deep slabs.
+N_MULTIPLE = BLOCK_N
+K_MULTIPLE = BLOCK_K
+_WORDS_PER_LANE = {4: INT4_WORDS_PER_LANE, 8: INT8_WORDS_PER_LANE}
+
+
+def packed_shape(K: int, N: int, bits: int) -> Tuple[int, int, int, int]:
+    """The shape of a packed ``[K, N]`` weight of ``bits``-bit codes."""
+    _check_bits("packed_shape", bits)
+    return (N // BLOCK_N, K // BLOCK_K, 32, _WORDS_PER_LANE[bits])
+
+
+def described_shape(bits: int) -> str:
+    _check_bits("described_shape", bits)
+    return f"[N/64, K/16, 32, {_WORDS_PER_LANE[bits]}] (the sm80 layout)"
+
+
+def pack(q: torch.Tensor, bits: int = 4) -> torch.Tensor:
+    """Unsigned codes ``q [K, N]`` -> the packed words."""
+    _check_bits("pack", bits)
+    return pack_int4_kernel_layout(q) if bits == 4 else pack_int8_kernel_layout(q)
+
+
+def unpack(packed: torch.Tensor, bits: int = 4) -> torch.Tensor:
+    """The packed words -> unsigned codes ``[K, N]``."""
+    _check_bits("unpack", bits)
+    return unpack_int4_kernel_layout(packed) if bits == 4 else unpack_int8_kernel_layout(packed)
+
+
+def offsets(scales: torch.Tensor, zeros: Optional[torch.Tensor], bits: int) -> torch.Tensor:
+    """The additive offsets ``[K/G, N]`` the kernels add: ``-z * s`` (unsigned codes; z = 8 / 128 when
+    ``zeros`` is None)."""
+    return fold_zero_points(scales, zeros, scales.dtype, bits)
+
+
+def pack_awq_int4_on_gpu(qweight: torch.Tensor, scales: torch.Tensor, qzeros: Optional[torch.Tensor],
+                         stream: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The GPU twin of :func:`prepack_awq_reference` (cpp/mixgemm/prepack): AWQ int4 ``qweight [K, N/8]`` (and
+    ``qzeros``, None for symmetric weights) of CUDA tensors already validated -> ``(packed, offsets)``, launched
+    on ``stream`` of their device (which must be current)."""
+    from .._runtime import extension
+
+    K, N = qweight.shape[0], scales.shape[1]
+    packed = torch.empty(packed_shape(K, N, 4), dtype=torch.int32, device=qweight.device)
+    extension().prepack_awq_qweight(qweight.data_ptr(), packed.data_ptr(), K, N, stream)
+    if qzeros is None:
+        # The same single rounding as the kernel's -(z * s): the product is exact in float32.
+        return packed, (-(SYMMETRIC_ZERO * scales.float())).to(scales.dtype)
+    folded = torch.empty_like(scales)
+    act = "bf16" if scales.dtype == torch.bfloat16 else "fp16"
+    extension().fold_awq_zeros(qzeros.data_ptr(), scales.data_ptr(), folded.data_ptr(), scales.shape[0], N, act,
+                               stream)
+    return packed, folded

@@ -1,4 +1,6 @@
-"""The sm90 path's weight layout in PyTorch: pack and unpack, the twin of cpp/include/mixgemm/sm90/reorder_layout.cuh.
+"""The sm90 weight layout in PyTorch: its constants, pack, unpack and rules, the twin of
+cpp/mixgemm/sm90/reorder_layout.cuh (the CuTe layout the sm90 path is given) and cpp/mixgemm/layout/sm90.cuh (the
+fragment code the sm80, decode and dequant paths read it with).
 
 The kernel computes y^T = W^T x^T, so the weight is stored as W^T ``[N, K]`` (K-major), as signed codes:
 ``q - 8`` for int4 (two's complement nibble = ``q ^ 8``) and ``q - 128`` for int8 (byte = ``q ^ 0x80``),
@@ -31,6 +33,8 @@ _SIGN_BIAS = {4: 8, 8: 128}
 
 
 def words_per_lane(bits: int) -> int:
+    if bits not in _SIGN_BIAS or isinstance(bits, bool):
+        raise ValueError(f"sm90 layout: bits must be 4 or 8, got {bits!r}")
     return bits // 4  # 8 values of `bits` bits: 32 (int4) or 64 (int8) bits
 
 
@@ -96,3 +100,31 @@ def sign_offsets(scales: torch.Tensor, zeros: torch.Tensor | None, bits: int) ->
     if zeros is None:
         return torch.zeros_like(scales)
     return ((_SIGN_BIAS[bits] - zeros.to(torch.float32)) * scales.float()).to(scales.dtype)
+
+
+# The layout interface (mixgemm.layouts): the same names in every layout module.
+NAME = "sm90"
+# What the layout can hold for every path that reads it: 16 x 16 blocks, walked in 64-column strips by the decode
+# and dequant paths.
+N_MULTIPLE = 64
+K_MULTIPLE = BLOCK
+
+
+def described_shape(bits: int) -> str:
+    return f"[K/16, N/16, 32, {words_per_lane(bits)}] (the sm90 layout)"
+
+
+def pack(q: torch.Tensor, bits: int = 4) -> torch.Tensor:
+    """Unsigned codes ``q [K, N]`` -> the packed words."""
+    return pack_sm90(q, bits)
+
+
+def unpack(packed: torch.Tensor, bits: int = 4) -> torch.Tensor:
+    """The packed words -> unsigned codes ``[K, N]``."""
+    return unpack_sm90(packed, bits)
+
+
+def offsets(scales: torch.Tensor, zeros: torch.Tensor | None, bits: int) -> torch.Tensor:
+    """The additive offsets ``[K/G, N]`` the kernels add to the signed codes' products (zero for symmetric
+    weights)."""
+    return sign_offsets(scales, zeros, bits)

@@ -1,0 +1,192 @@
+"""The sm80 path: the CUTLASS 2.x-style mma.sync GEMM (cpp/mixgemm/sm80), any M, on either weight layout (the
+sm90 layout with the tiles of small M only, which the build lists for it).
+
+Config: a threadblock tile (tile_m x tile_n x 64), a warp tile, pipeline stages, and a split of K: data-parallel
+(``split_k`` 1), split-K (``"serial"``: the tile's last split sums the partials in split order, one launch;
+``"parallel"``: a second kernel sums them) or stream-K (``"streamk"``: ``split_k`` resident blocks share every
+tile's k-tiles; a cut tile is summed in block order). Every mode is deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+from ..kernel_key import KernelKey
+from .base import SPLIT_SUFFIX, GemmConfig, GemmProblem, Gpu, KernelPath, check_split, split_of
+
+TILE_K = 64  # the main loop's k-tile
+
+
+@dataclasses.dataclass(frozen=True)
+class Sm80Config(GemmConfig):
+    """An sm80-path kernel: threadblock tile, warp tile (each warp takes all of the tile's rows), stages, split."""
+
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    warp_m: int
+    warp_n: int
+    warp_k: int
+    stages: int
+    split_k: int = 1
+    split_k_mode: str = "none"
+
+    path = "sm80"
+
+    def __post_init__(self) -> None:
+        for name in ("tile_m", "tile_n", "tile_k", "warp_m", "warp_n", "warp_k", "stages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Sm80Config: {name} must be a positive int, got {value!r}")
+        check_split("Sm80Config", self.split_k, self.split_k_mode, ("none", "serial", "parallel", "streamk"))
+
+    @property
+    def kernel_name(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_w{self.warp_m}x{self.warp_n}x{self.warp_k}"
+                f"_s{self.stages}")
+
+    def stream_k_units(self, M: int, N: int, K: int) -> int:
+        """The units of work a stream-K grid of this tile shares for an M x N x K problem: one k-tile of one output
+        tile each, at most one block per unit (cpp/mixgemm/sm80/kernel/stream_k_partition.h)."""
+        return -(-M // self.tile_m) * -(-N // self.tile_n) * (K // self.tile_k)
+
+
+_NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)" + SPLIT_SUFFIX)
+
+# ---------------------------------------------------------------------------------------------------------
+# The heuristic. Every rule below was chosen by tools/path_probe.py on an H100 over the DESIGN shapes; the
+# studies are in docs/perf-notes/ (2026-11-23-sm80-tile-loader-warp-tiles.md, 2026-11-24-sm80-stream-k.md,
+# 2026-11-24-sm80-mainloop-instructions.md).
+
+# Preferred threadblock tile (tile_m, tile_n) per M bucket, best first. Small M is bandwidth bound: 16-row
+# tiles waste the fewest mma rows. At M = 64..256 64 x 128 (four 64 x 32 warps) was within 7% of the best tile
+# in every cell; from M = 1024 128 x 256 (eight 128 x 32 warps) was the best or within 2.5% of it.
+_PREFERENCE = (
+    (16, ((16, 256), (16, 128), (16, 64), (32, 128), (64, 128))),
+    (32, ((32, 128), (64, 128), (16, 256))),
+    (256, ((64, 128), (64, 256), (32, 128), (128, 128))),
+    (math.inf, ((128, 256), (128, 128), (64, 128))),
+)
+# M <= 16: on the sm80 layout 16 x 128 tiles at 4 stages and 4 stream-K blocks per SM beat 16 x 256 on all four
+# probed shapes (by 4-7%); on the sm90 layout, whose B fragments come by ldmatrix, 16 x 256 kept the lead.
+_SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 256)}
+# 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
+# each other, and less shared memory per block).
+_PREFERRED_STAGES = {(16, 128): 4}
+_LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M) is the large-M tile
+
+# Split-K where stream-K does not apply: up to M = 64 the weight stream dominates (2 M flops per 0.5-byte
+# weight is under the H100's mma.sync-to-DRAM balance of ~170 flop/byte), so K is split until there are about
+# this many threadblocks per SM (16-row tiles: the best split at M = 16 gave 1.9-2.9 blocks per SM).
+_BLOCKS_PER_SM = {16: 3, 32: 6, 64: 4}
+# Each split should still stream enough k-tiles to fill its pipeline.
+_MIN_K_TILES_PER_SPLIT = {16: 4, 32: 4}
+_MIN_K_TILES_PER_SPLIT_LARGE = 8
+_MAX_SPLIT_K = 16
+# A second, tiny reduction kernel measured faster than the in-kernel one at every decode shape swept.
+_SPLIT_MODE = "parallel"
+
+# Stream-K: (tile_m, tile_n) -> (blocks per SM, least k-tiles per block). Up to M = 256 a grid of resident
+# blocks sharing every tile's k-tiles spread the 1.7-wave tails that whole tiles leave (64 x 128 at M = 64:
+# 0.87-0.91x the split-K grid's time); above M = 256 concurrent blocks work on tiles far apart and lose L2 reuse
+# (up to 1.11x slower at M = 4096). Each block needs enough k-tiles to fill its pipeline.
+_STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): (2, 16), (64, 256): (2, 16),
+             (128, 128): (1, 16), (128, 256): (1, 16)}
+_STREAM_K_MAX_M = 256
+# 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
+_STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
+
+# The sweep's split-K counts and stream-K grids (blocks per SM).
+SWEEP_SPLIT_KS = (2, 4, 8, 16)
+SWEEP_STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
+
+
+def _pick_tile(configs: list[Sm80Config], M: int, layout: str = "sm80") -> Sm80Config:
+    for bound, tiles in _PREFERENCE:
+        if M <= bound:
+            if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
+                tiles = (_SMALL_M_FIRST[layout],) + tuple(t for t in tiles if t != _SMALL_M_FIRST[layout])
+            for tile_m, tile_n in tiles:
+                matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
+                if matches:
+                    preferred = [c for c in matches if c.stages == _PREFERRED_STAGES.get((tile_m, tile_n))]
+                    return (preferred or sorted(matches, key=lambda c: (c.stages < 3, c.stages)))[0]
+            break
+    # Nothing preferred was compiled: the nearest tile height.
+    return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
+
+
+def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80Config | None:
+    """``config`` as the stream-K grid the rule above gives it, or None where the rule does not apply."""
+    if (config.tile_m, config.tile_n) not in _STREAM_K or M > _STREAM_K_MAX_M:
+        return None
+    per_sm, least = _STREAM_K[config.tile_m, config.tile_n]
+    blocks = min(per_sm * sm_count, config.stream_k_units(M, N, K) // least)
+    return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
+
+
+def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config:
+    """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles), then stream-K where the
+    rule above has the tile, else split-K until the grid keeps the GPU busy."""
+    config = _pick_tile(configs, M, layout)
+    if 64 < M <= 256:
+        large = _pick_tile(configs, _LARGE_M, layout)
+        if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
+            config = large
+    stream_k = _stream_k(config, M, N, K, sm_count)
+    if stream_k is not None:
+        return stream_k
+    tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
+    k_tiles = K // config.tile_k
+    if config.tile_m in _BLOCKS_PER_SM:
+        want = math.ceil(_BLOCKS_PER_SM[config.tile_m] * sm_count / tiles)
+    else:
+        # One wave: split only when the tiles leave a quarter of the SMs idle.
+        want = math.ceil(sm_count / tiles) if tiles < 0.75 * sm_count else 1
+    min_k_tiles = _MIN_K_TILES_PER_SPLIT.get(config.tile_m, _MIN_K_TILES_PER_SPLIT_LARGE)
+    split_k = max(1, min(want, k_tiles // min_k_tiles, _MAX_SPLIT_K))
+    return config.with_split_k(split_k, "none" if split_k == 1 else _SPLIT_MODE)
+
+
+class Sm80Path(KernelPath):
+    name = "sm80"
+    config_type = Sm80Config
+    layouts = ("sm80", "sm90")
+
+    def parse_name(self, name: str) -> Sm80Config | None:
+        match = _NAME.fullmatch(name)
+        if not match:
+            return None
+        split_k, mode = split_of(match, 8)
+        return Sm80Config(*(int(v) for v in match.groups()[:7]), split_k=split_k, split_k_mode=mode)
+
+    def fits(self, config: Sm80Config, problem: GemmProblem, key: KernelKey) -> str | None:
+        reason = super().fits(config, problem, key)
+        if reason is not None:
+            return reason
+        if config.split_k_mode == "streamk":
+            units = config.stream_k_units(problem.M, problem.N, problem.K)
+            if config.split_k > units:
+                return f"stream-K over {config.split_k} blocks needs at least one unit of work each, got {units}"
+        elif config.split_k > problem.K // config.tile_k:
+            return f"split_k = {config.split_k} is more than K / {config.tile_k} = {problem.K // config.tile_k} k-tiles"
+        return None
+
+    def choose(self, configs, problem, key, gpu) -> Sm80Config | None:
+        if not configs:
+            return None
+        return heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count, key.layout)
+
+    def split_variants(self, config: Sm80Config, problem: GemmProblem, gpu: Gpu) -> list[Sm80Config]:
+        base = config.with_split_k(1, "none")
+        variants = [base] + [base.with_split_k(k, mode) for k in SWEEP_SPLIT_KS if k <= problem.K // TILE_K
+                             for mode in ("serial", "parallel")]
+        units = base.stream_k_units(problem.M, problem.N, problem.K)
+        variants += [base.with_split_k(per_sm * gpu.sm_count, "streamk") for per_sm in SWEEP_STREAM_K_BLOCKS_PER_SM
+                     if per_sm * gpu.sm_count <= units]
+        return variants
+
+
+PATH = Sm80Path()

@@ -1,0 +1,202 @@
+"""The sm90 path (Hopper): CUTLASS 3.x warp-specialized wgmma + TMA mixed-input kernels on sm90-layout weights
+(cpp/mixgemm/sm90), built for sm_90a only.
+
+The kernel computes the transposed problem ``y^T = W^T x^T`` so the narrow weight is the register-sourced
+operand. Config: ``tile_m`` tokens (rows of x) x ``tile_n`` weight columns x 64 per CTA, ``cluster_m`` x
+``cluster_n`` CTAs per cluster, schedule ``"coop"`` (two consumer warpgroups split one weight tile) or
+``"pingpong"`` (they alternate whole tiles), tile scheduler ``"persistent"`` or ``"streamk"``. A stream-K config
+with ``split_k`` > 1 cuts every tile's K into that many runs whose fp32 partials are added in split order
+(mode ``"serial"``, deterministic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+
+import torch
+
+from ..kernel_key import KernelKey
+from .base import GemmConfig, GemmProblem, Gpu, KernelPath, check_split
+
+TILE_K = 64  # 128 bytes of 16-bit x per k-tile
+SCHEDULES = ("coop", "pingpong")
+SCHEDULERS = ("persistent", "streamk")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sm90Config(GemmConfig):
+    """An sm90-path kernel: token tile x weight tile, cluster, schedule, tile scheduler, and a split of K (stream-K
+    schedulers only)."""
+
+    tile_m: int
+    tile_n: int
+    cluster_m: int = 1
+    cluster_n: int = 1
+    schedule: str = "coop"
+    scheduler: str = "persistent"
+    split_k: int = 1
+
+    path = "sm90"
+    tile_k = TILE_K
+
+    def __post_init__(self) -> None:
+        for name in ("tile_m", "tile_n", "cluster_m", "cluster_n"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Sm90Config: {name} must be a positive int, got {value!r}")
+        if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
+            raise ValueError(f"Sm90Config: schedule must be one of {SCHEDULES} and scheduler one of {SCHEDULERS}, "
+                             f"got {self.schedule!r}, {self.scheduler!r}")
+        check_split("Sm90Config", self.split_k, self.split_k_mode, ("none", "serial"))
+        if self.split_k > 1 and self.scheduler != "streamk":
+            raise ValueError("Sm90Config: an sm90 config splits K only through its stream-K scheduler: split_k > 1 "
+                             "needs scheduler 'streamk'")
+
+    @property
+    def split_k_mode(self) -> str:
+        return "none" if self.split_k == 1 else "serial"
+
+    def _split_fields(self, split_k: int, mode: str) -> dict:
+        check_split("Sm90Config", split_k, mode, ("none", "serial"))
+        return {"split_k": split_k}
+
+    @property
+    def kernel_name(self) -> str:
+        return (f"sm90_{self.tile_m}x{self.tile_n}x{TILE_K}_c{self.cluster_m}x{self.cluster_n}_{self.schedule}_"
+                f"{self.scheduler}")
+
+
+_NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+)([sp]))?")
+
+# ---------------------------------------------------------------------------------------------------------
+# The heuristic (tools/path_probe.py on an H100; docs/perf-notes/2026-11-23-one-layout-per-gpu.md,
+# 2026-11-23-sm90-split-k-small-m.md, 2026-11-24-sm90-stream-k-no-memset.md).
+#
+# Per M bucket, the kernels to try in order, as (tile_m, tile_n, schedule, scheduler). Up to 128 rows the token
+# tile matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads the
+# tail of e.g. 224 weight tiles on 132 SMs); above, 256 x 128 cooperative tiles won where they fill the GPU,
+# 256 x 64 ping-pong tiles where they did not, and 128 x 128 stream-K (split by sm90_split) where neither does.
+# A ping-pong CTA with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only pay with
+# two tiles or more per SM.
+_CHOICES = (
+    (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
+    (32, ((32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
+    (64, ((64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
+    (128, ((128, 128, "coop", "streamk"),)),
+    (math.inf, ((256, 128, "coop", "persistent"), (256, 64, "pingpong", "persistent"),
+                (128, 128, "coop", "streamk"))),
+)
+# A persistent tile shape is taken only if it makes at least this share of a wave (fewer tiles leave SMs idle:
+# the next choice has more, smaller tiles); stream-K fills the GPU by construction.
+_MIN_WAVE = 0.5
+# A persistent grid whose last wave is short wastes the idle SMs' share: below this ratio of tiles to (waves x
+# SMs), the stream-K twin of the same tile is used where compiled (8192 x 28672 at M = 512: 448 tiles are 3.4
+# waves, 85%; stream-K took 0.95x the persistent time).
+_MIN_WAVE_EFFICIENCY = 0.9
+# Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping
+# tiles x split within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Splits above 4 lost in every
+# cell: each split adds a serial link to the tile's fixup chain. A split needs about 16 k-tiles of its own to pay
+# for its link.
+MAX_SPLIT_K = 4
+_MIN_K_TILES_PER_SPLIT = 16
+
+
+def heuristic(configs: list[Sm90Config], M: int, N: int, sm_count: int) -> Sm90Config | None:
+    """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`;
+    failing those (a reduced build), the smallest compiled token tile that covers M, else the largest."""
+    fitting = [c for c in configs if N % c.tile_n == 0]
+    if not fitting:
+        return None
+    by_shape = {(c.tile_m, c.tile_n, c.schedule, c.scheduler): c
+                for c in fitting if (c.cluster_m, c.cluster_n) == (1, 1)}
+    choices = next(choices for bound, choices in _CHOICES if M <= bound)
+    for tile_m, tile_n, schedule, scheduler in choices:
+        config = by_shape.get((tile_m, tile_n, schedule, scheduler))
+        if config is None:
+            continue
+        if scheduler == "streamk":
+            return config
+        tiles = math.ceil(M / tile_m) * (N // tile_n)
+        if tiles < _MIN_WAVE * sm_count:
+            continue
+        waves = math.ceil(tiles / sm_count)
+        twin = by_shape.get((tile_m, tile_n, schedule, "streamk"))
+        if twin is not None and tiles / (waves * sm_count) < _MIN_WAVE_EFFICIENCY:
+            return twin
+        return config
+    covering = [c for c in fitting if c.tile_m >= M]
+    return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
+        fitting, key=lambda c: (c.tile_m, c.tile_n))
+
+
+def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
+    """``config`` with the split-K the rule above gives it: stream-K configs whose tiles fill at most half the SMs
+    split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split; others unsplit."""
+    if config.scheduler != "streamk":
+        return config
+    tiles = math.ceil(M / config.tile_m) * (N // config.tile_n)
+    split = min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT)
+    return config.with_split_k(split) if split >= 2 else config.with_split_k(1)
+
+
+@functools.cache
+def _is_sm90(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+class Sm90Path(KernelPath):
+    name = "sm90"
+    config_type = Sm90Config
+    layouts = ("sm90",)
+
+    def parse_name(self, name: str) -> Sm90Config | None:
+        match = _NAME.fullmatch(name)
+        if not match:
+            return None
+        tile_m, tile_n, cluster_m, cluster_n, schedule, scheduler, split, letter = match.groups()
+        if letter == "p":
+            raise ValueError(f"invalid config {name!r}: the sm90 path splits K serially only (_k<n>s)")
+        if split is not None:  # "_k1s": a split of one is no split
+            check_split("Sm90Config", int(split), "serial", ("none", "serial"))
+        return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler,
+                          int(split) if split else 1)
+
+    def fits(self, config: Sm90Config, problem: GemmProblem, key: KernelKey) -> str | None:
+        reason = super().fits(config, problem, key)
+        if reason is None and config.split_k > problem.K // TILE_K:
+            return f"split_k = {config.split_k} is more than K / {TILE_K} = {problem.K // TILE_K} k-tiles"
+        return reason
+
+    def choose(self, configs, problem, key, gpu) -> Sm90Config | None:
+        if gpu.capability != (9, 0):
+            return None  # sm_90a code runs on 9.0 only: another GPU runs an sm90-layout weight on the other paths
+        config = heuristic(configs, problem.M, problem.N, gpu.sm_count)
+        return None if config is None else split_for(config, problem.M, problem.N, problem.K, gpu.sm_count)
+
+    def split_variants(self, config: Sm90Config, problem: GemmProblem, gpu: Gpu) -> list[Sm90Config]:
+        base = config.with_split_k(1)
+        if config.scheduler != "streamk":
+            return [base]
+        return [base] + [base.with_split_k(k) for k in (2, 4) if k <= min(problem.K // TILE_K, MAX_SPLIT_K)]
+
+    def plan(self, config, problem, key, gpu, device):
+        if gpu.capability != (9, 0):
+            raise RuntimeError(f"gemm: the sm90 path's kernels run on compute capability 9.0 (H100/H200) only; "
+                               f"this weight is on {gpu.name}")
+        return super().plan(config, problem, key, gpu, device)
+
+    def takes_weight(self, device: torch.device, key: KernelKey, K: int, N: int, G: int) -> bool:
+        """Whether a weight of this shape on ``device`` can take the sm90 layout: a Hopper GPU, and a compiled
+        sm90 config whose weight tile divides N and whose shape rules K and G meet."""
+        if device.type != "cuda" or not torch.cuda.is_available():
+            return False
+        problem = GemmProblem(1, N, K, G)
+        configs = self.compiled(key)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return any(self.fits(c, problem, key) is None for c in configs) and _is_sm90(index)
+
+
+PATH = Sm90Path()
