@@ -1,5 +1,6 @@
 """A small LLaMA-style model end to end: quantize, write AWQ / GPTQ-v1 / compressed-tensors checkpoint
-folders as those tools lay them out, load each back through mixgemm.checkpoint, check logits, generate, and
+folders as those tools lay them out, load each back through mixgemm.checkpoint.load_model (the model built
+from the folder's config.json with no fp16 weights, then filled from the folder), check logits, generate, and
 time decoding with CUDA graphs against fp16.
 
 Nothing is downloaded: the model is built from a LlamaConfig with random weights. Needs a CUDA GPU and
@@ -26,7 +27,7 @@ import time
 import torch
 
 from mixgemm import formats
-from mixgemm.checkpoint import replace_quantized_linears
+from mixgemm.checkpoint import load_model
 from mixgemm.checkpoint.writer import layer_tensors, quantization_config, write_checkpoint
 
 PRESETS = {  # hidden, intermediate, layers, heads, kv heads, vocab
@@ -146,8 +147,9 @@ def run(size="tiny", methods=tuple(METHODS), group_size=128, out=None, new_token
                                  quantization_config(method, 4, group_size, METHODS[method]), tensors,
                                  max_shard_bytes or max(total // 3, 1))  # sharded, with an index file
         reference = dequantized_model(model, logical, group_size)
-        qmodel = build_model(size, device, seed=2)  # other random weights: everything must come from the folder
-        report = replace_quantized_linears(qmodel, folder)
+        # Built from the folder's config.json with no weights at all (parameters on the meta device): every
+        # tensor of qmodel comes from the folder, and its fp16 weights are never allocated.
+        qmodel, report = load_model(folder, device=device)
         with torch.no_grad():
             q_logits = qmodel(input_ids=ids).logits
             ref_logits = reference(input_ids=ids).logits

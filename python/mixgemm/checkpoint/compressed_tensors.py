@@ -9,7 +9,7 @@ Per quantized linear with weight ``W`` of torch shape ``[N, K]`` (out, in featur
 * ``weight_zero_point`` (asymmetric only) int32 ``[ceil(N / P), K/G]``: the signed zero points, shifted the
   same way and packed along N (field ``i`` of word ``r`` is output row ``P*r + i``).
 * ``weight_shape`` ``[2]`` = ``(N, K)``; ``weight_g_idx`` ``[K]`` (act-order "group": the group of each input
-  column; a ``-1`` marks an unset index, i.e. plain column order).
+  column; -1 in every entry marks an unset index, i.e. plain column order; a -1 among valid indices is refused).
 
 Dequantized, ``W[n, k] = (q[n, k] - z[n, g(k)]) * s[n, g(k)]`` with ``z = 2**(bits-1)`` when symmetric: the
 same arithmetic as GPTQ's, transposed. So a layer converts exactly into GPTQ terms with zeros stored as ``z``
@@ -85,6 +85,7 @@ def to_gptq(name: str, t: dict[str, torch.Tensor | None], bits: int, symmetric: 
     if shape.numel() != 2 or shape.dtype.is_floating_point:
         raise ValueError(f"{where}.weight_shape must hold the two integers (N, K), got {shape.tolist()}")
     N, K = (int(v) for v in shape.tolist())
+    _check_packable(where, N, K, per_word)
     if packed.shape[0] != N or packed.shape[1] != -(-K // per_word):
         raise ValueError(f"{where}.weight_packed must have shape [N, ceil(K/{per_word})] = "
                          f"{(N, -(-K // per_word))} for weight_shape (N, K) = {(N, K)}, got {tuple(packed.shape)}")
@@ -109,10 +110,39 @@ def to_gptq(name: str, t: dict[str, torch.Tensor | None], bits: int, symmetric: 
                              f"got {zero_point.dtype} {tuple(zero_point.shape)}")
         z = unpack_rows(zero_point.t().contiguous(), bits, N)  # [K/G, N]
         qzeros = formats.pack_gptq_zeros(z, v1=False) if bits == 4 else formats.pack_gptq_zeros_int8(z, v1=False)
-    g_idx = t.get("weight_g_idx")
-    if g_idx is not None:
-        if g_idx.dim() != 1 or g_idx.shape[0] != K:
-            raise ValueError(f"{where}.weight_g_idx must have shape [K] = ({K},), got {tuple(g_idx.shape)}")
-        # compressed-tensors marks an act-order index that was never set with -1: plain column order.
-        g_idx = None if bool((g_idx < 0).any()) else g_idx.to(torch.int32)
-    return qweight, scale.t().contiguous(), qzeros, g_idx
+    return qweight, scale.t().contiguous(), qzeros, _act_order_index(where, t.get("weight_g_idx"), K)
+
+
+def _check_packable(where: str, N: int, K: int, per_word: int) -> None:
+    """K (packed along in weight_packed) and N (packed along in weight_zero_point) must fill whole int32 words
+    for the conversion to GPTQ's packing; checked here so the error names the layer, not a packing helper."""
+    for letter, size, what in (("K", K, "input"), ("N", N, "output")):
+        if size <= 0 or size % per_word:
+            raise ValueError(f"{where}: weight_shape gives {letter} = {size} {what} features, which is not a positive "
+                             f"multiple of {per_word} (the codes per int32 word); mixgemm needs {letter} a multiple "
+                             "of 64: keep this layer dense (the config's ignore list)")
+
+
+def _act_order_index(where: str, g_idx: torch.Tensor | None, K: int) -> torch.Tensor | None:
+    """``weight_g_idx`` as GPTQ's g_idx, or None for plain column order.
+
+    compressed-tensors (llm-compressor) writes ``weight_g_idx`` filled with -1 for a layer quantized without
+    act-order, so an index that is -1 everywhere means plain column order. A -1 among valid group indices is
+    a damaged index: reading it as plain order would silently drop the layer's act-order, so it is refused."""
+    if g_idx is None:
+        return None
+    if g_idx.dim() != 1 or g_idx.shape[0] != K:
+        raise ValueError(f"{where}.weight_g_idx must have shape [K] = ({K},), got {tuple(g_idx.shape)}")
+    if g_idx.dtype.is_floating_point or g_idx.dtype == torch.bool:
+        raise ValueError(f"{where}.weight_g_idx must be an integer tensor (the group of each input column), got "
+                         f"{g_idx.dtype}")
+    unset = g_idx == -1
+    if bool(unset.all()):
+        return None
+    negative = g_idx < 0
+    if bool(negative.any()):
+        first = int(negative.nonzero()[0, 0])
+        raise ValueError(f"{where}.weight_g_idx holds {int(negative.sum())} negative entries among {K} (first at "
+                         f"column {first}: {int(g_idx[first])}); every entry must be a group index >= 0, or every "
+                         "entry -1 (no act-order). A partly unset index is a damaged checkpoint")
+    return g_idx.to(torch.int32)

@@ -23,6 +23,8 @@ import os
 import re
 from typing import Optional
 
+from ._args import folder_argument
+
 CONFIG_FILES = ("config.json", "quantize_config.json", "quant_config.json")
 METHODS = ("awq", "gptq", "compressed-tensors")
 SUPPORTED_BITS = {"awq": (4,), "gptq": (4, 8), "compressed-tensors": (4, 8)}
@@ -83,9 +85,7 @@ def _matches(pattern: str, name: str, class_name: str, substring: bool = False) 
 
 def read_quant_config(folder: str | os.PathLike) -> QuantConfig:
     """The quantization config of the checkpoint folder ``folder`` (see the module docstring)."""
-    folder = os.fspath(folder)
-    if not os.path.isdir(folder):
-        raise ValueError(f"read_quant_config: folder must be a checkpoint directory, got {folder!r}")
+    folder = folder_argument("read_quant_config", folder)
     for filename in CONFIG_FILES:
         path = os.path.join(folder, filename)
         if not os.path.isfile(path):
@@ -93,7 +93,7 @@ def read_quant_config(folder: str | os.PathLike) -> QuantConfig:
         try:
             with open(path) as f:
                 data = json.load(f)
-        except (OSError, json.JSONDecodeError) as error:
+        except (OSError, ValueError) as error:  # ValueError: bad JSON, or bytes that are not UTF-8
             raise ValueError(f"read_quant_config: cannot read {path} as JSON: {error}") from None
         if filename == "config.json":
             if "quantization_config" not in data:

@@ -15,12 +15,10 @@ import torch
 
 from .. import formats
 from . import compressed_tensors
+from ._args import activation_dtype
 from .config import QuantScheme
 from .files import CheckpointFiles
 
-# The GEMM's shape rules (README "Constraints of the GEMM"): N in 64-column strips, K in 64-row tiles, groups
-# of a multiple of 32 rows (per channel, G = K, included).
-N_MULTIPLE, K_MULTIPLE, GROUP_MULTIPLE = 64, 64, 32
 _SUFFIXES = {
     "awq": ("qweight", "qzeros", "scales", "bias"),
     "gptq": ("qweight", "qzeros", "scales", "g_idx", "bias"),
@@ -63,10 +61,11 @@ def has_quantized_tensors(files: CheckpointFiles, name: str, method: str) -> boo
 
 def read_layer(files: CheckpointFiles, name: str, scheme: QuantScheme, dtype: torch.dtype) -> PrepackArgs:
     """Layer ``name`` of the checkpoint, stored as ``scheme`` says, as prepack arguments with scales in
-    ``dtype`` (fp16 or bf16). GPTQ zeros keep the config's reading (v1 unless ``gptq_v2``); a symmetric
-    GPTQ layer whose constant zeros contradict it warns (:class:`~mixgemm.formats.ZeroPointFormatWarning`)."""
-    if dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError(f"{name}: the activation dtype must be float16 or bfloat16, got {dtype}")
+    ``dtype`` (fp16 or bf16: a torch dtype or a string such as ``"float16"`` or ``"bf16"``). GPTQ zeros keep
+    the config's reading (v1 unless ``gptq_v2``); a symmetric GPTQ layer whose constant zeros contradict it
+    warns (:class:`~mixgemm.formats.ZeroPointFormatWarning`). Non-finite scales are refused, naming the
+    tensor and its file."""
+    dtype = activation_dtype(name, dtype)
     t = {suffix: files.get_optional(f"{name}.{suffix}") for suffix in _SUFFIXES[scheme.method]}
     if scheme.method == "compressed-tensors":
         qweight, scales, qzeros, g_idx = compressed_tensors.to_gptq(
@@ -83,9 +82,12 @@ def read_layer(files: CheckpointFiles, name: str, scheme: QuantScheme, dtype: to
         args = PrepackArgs(t["qweight"], t["scales"], t["qzeros"], t.get("g_idx"), t["bias"], fmt, scheme.bits)
     _check_layout(name, args, scheme)
     _check_runnable(name, args, scheme)
+    scale_suffix = "weight_scale" if scheme.method == "compressed-tensors" else "scales"
+    scale_key = f"{name}.{scale_suffix}"
+    _check_finite(scale_key, files.path_of(scale_key), t[scale_suffix])
     if scheme.method == "gptq" and args.qzeros is not None and scheme.symmetric:
         _check_symmetric_zeros(name, args)
-    args.scales = args.scales.to(dtype)
+    args.scales = _convert_scales(scale_key, args.scales, dtype)
     if args.bias is not None:
         args.bias = args.bias.to(dtype)
     return args
@@ -128,22 +130,46 @@ def _check_layout(name: str, a: PrepackArgs, scheme: QuantScheme) -> None:
 
 
 def _check_runnable(name: str, a: PrepackArgs, scheme: QuantScheme) -> None:
-    """The shapes the kernels run, checked here so that the error names the layer, not a prepack argument."""
+    """The shapes prepack takes (a layout holds the weight and some kernel path runs it: mixgemm.shape_rules, the
+    table the kernels check), checked here so that the error names the layer, not a prepack argument. The sm80
+    layout holds every shape the sm90 one does, so a layer it refuses no layout takes."""
+    from ..packing import check_weight_shape
+
     K, N = a.k, a.n
     G = K if scheme.group_size is None else scheme.group_size
-    if N % N_MULTIPLE:
-        raise ValueError(f"{name}: N = {N} output features is not a multiple of {N_MULTIPLE}, which mixgemm "
-                         "needs; keep this layer dense (the config's ignore / modules_to_not_convert)")
-    if K % K_MULTIPLE:
-        raise ValueError(f"{name}: K = {K} input features is not a multiple of {K_MULTIPLE}, which mixgemm needs")
-    if G % GROUP_MULTIPLE:
-        raise ValueError(f"{name}: group_size {G} is not a multiple of {GROUP_MULTIPLE}, which mixgemm needs")
+    try:
+        check_weight_shape(name, "sm80", K, N, G)
+    except ValueError as error:
+        raise ValueError(f"{error}; keep this layer dense (the config's ignore / modules_to_not_convert)") from None
     if a.g_idx is not None:
         g = a.g_idx.long()
         groups = K // G
         if int(g.min()) < 0 or int(g.max()) >= groups or not bool((torch.bincount(g, minlength=groups) == G).all()):
             raise ValueError(f"{name}.g_idx must give each of the {groups} groups exactly group_size = {G} rows "
                              "of K (act-order permutes rows; it does not resize groups)")
+
+
+def _check_finite(key: str, path: str, tensor: torch.Tensor) -> None:
+    """Scales must be finite: one NaN or inf makes every output that reads its group NaN, silently. Checked
+    once here, at load time, so the error names the tensor and its file. (Zero points are integer codes in
+    every format read here, so only the scales can hold a NaN.)"""
+    bad = ~torch.isfinite(tensor)
+    if bool(bad.any()):
+        where = [int(i) for i in bad.nonzero()[0]]
+        raise ValueError(f"{key} in {path} holds {int(bad.sum())} NaN or inf values among {tensor.numel()} (first at "
+                         f"{where}: {tensor[tuple(where)].item()}); scales must be finite, since a non-finite scale "
+                         "makes the layer's outputs NaN. The checkpoint is damaged: download or export it again")
+
+
+def _convert_scales(key: str, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``scales`` in the activation dtype; a finite scale that the conversion turns into inf (fp32 or bf16
+    scales beyond fp16's 65504) is refused, naming the tensor and the dtype that holds it."""
+    converted = scales.to(dtype)
+    if scales.dtype != dtype and not bool(torch.isfinite(converted).all()):
+        largest = scales.abs().max().item()
+        raise ValueError(f"{key}: scales up to {largest:g} overflow {dtype} (inf after conversion); load this "
+                         "checkpoint with dtype=torch.bfloat16")
+    return converted
 
 
 def _check_symmetric_zeros(name: str, a: PrepackArgs) -> None:

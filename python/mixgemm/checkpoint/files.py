@@ -5,33 +5,50 @@ tensor so that loading a layer costs only its own bytes; and the writer of such 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Iterable, Optional
 
 import torch
 
+from ._args import file_argument, folder_argument, path_argument
+
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
+# Bytes per element of the dtypes a safetensors header names (``get_slice(name).get_dtype()``).
+HEADER_DTYPE_BYTES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
+}
+
+
+def open_safetensors(fn: str, path: str):
+    """A ``safe_open`` handle of the file ``path`` (its header read, no tensor yet), with every way the file
+    can be unreadable (absent, a directory, empty, truncated, not safetensors) a ValueError naming it:
+    safetensors' own errors name neither the file nor, in a sharded folder, the shard."""
+    try:
+        from safetensors import SafetensorError, safe_open
+    except ImportError:
+        raise ImportError(f"{fn}: reading safetensors checkpoints needs the safetensors package: "
+                          'pip install safetensors (or pip install ".[models]" in a mixgemm checkout)') from None
+    path = file_argument(fn, path, "path")
+    try:
+        return safe_open(path, framework="pt", device="cpu")
+    except (SafetensorError, OSError) as error:
+        raise ValueError(f"{fn}: {path} is not a readable safetensors file ({error}); it may be empty, truncated "
+                         "or corrupt: download or write it again") from None
 
 
 class CheckpointFiles:
     """Tensor name -> file map of the folder ``folder``, built from the index file when there is one."""
 
     def __init__(self, folder: str | os.PathLike) -> None:
-        from safetensors import safe_open
-
-        self.folder = os.fspath(folder)
-        if not os.path.isdir(self.folder):
-            raise ValueError(f"CheckpointFiles: folder must be a checkpoint directory, got {self.folder!r}")
+        self.folder = folder_argument("CheckpointFiles", folder)
         index = os.path.join(self.folder, INDEX_FILE)
         self._file_of: dict[str, str] = {}
+        self._open: dict[str, object] = {}  # shard file name -> its open safe_open handle
         if os.path.isfile(index):
-            try:
-                with open(index) as f:
-                    weight_map = json.load(f)["weight_map"]
-            except (OSError, ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"CheckpointFiles: {index} is not a safetensors index with a 'weight_map' "
-                                 f"({error!r})") from None
+            weight_map = _read_weight_map(index)
             for name, filename in weight_map.items():
                 if not os.path.isfile(os.path.join(self.folder, filename)):
                     raise ValueError(f"CheckpointFiles: {index} maps {name!r} to {filename!r}, which is not in "
@@ -43,10 +60,8 @@ class CheckpointFiles:
                 raise ValueError(f"CheckpointFiles: {self.folder} holds no .safetensors file (and no {INDEX_FILE}); "
                                  "mixgemm reads safetensors checkpoints only")
             for filename in files:
-                with safe_open(os.path.join(self.folder, filename), framework="pt", device="cpu") as f:
-                    for name in f.keys():
-                        self._file_of.setdefault(name, filename)
-        self._open: dict[str, object] = {}
+                for name in self._handle(filename).keys():
+                    self._file_of.setdefault(name, filename)
 
     def __contains__(self, name: str) -> bool:
         return name in self._file_of
@@ -54,22 +69,62 @@ class CheckpointFiles:
     def keys(self) -> Iterable[str]:
         return self._file_of.keys()
 
-    def get(self, name: str) -> torch.Tensor:
-        """The tensor ``name`` on the CPU; a ValueError naming it if the checkpoint lacks it."""
-        from safetensors import safe_open
+    def path_of(self, name: str) -> str:
+        """The path of the file (shard) that holds tensor ``name``, for messages."""
+        return os.path.join(self.folder, self._filename_of(name))
 
-        filename = self._file_of.get(name)
-        if filename is None:
-            raise ValueError(f"CheckpointFiles: {self.folder} has no tensor {name!r}")
-        handle = self._open.get(filename)
-        if handle is None:
-            # safe_open reads the header only; a handle per shard stays open for the next layer's tensors.
-            handle = safe_open(os.path.join(self.folder, filename), framework="pt", device="cpu")
-            self._open[filename] = handle
-        return handle.get_tensor(name)
+    def get(self, name: str) -> torch.Tensor:
+        """The tensor ``name`` on the CPU; a ValueError naming it if the checkpoint lacks it, and naming its
+        file if that file cannot be read."""
+        from safetensors import SafetensorError
+
+        filename = self._filename_of(name)
+        handle = self._handle(filename)
+        try:
+            return handle.get_tensor(name)
+        except (SafetensorError, OSError, RuntimeError) as error:
+            raise ValueError(f"CheckpointFiles: cannot read tensor {name!r} from {self.path_of(name)} ({error}); "
+                             "the file may be truncated or corrupt") from None
 
     def get_optional(self, name: str) -> Optional[torch.Tensor]:
         return self.get(name) if name in self._file_of else None
+
+    def shape_of(self, name: str) -> tuple:
+        """The shape of tensor ``name`` from its file's header, without reading the tensor."""
+        return tuple(self._handle(self._filename_of(name)).get_slice(name).get_shape())
+
+    def nbytes_of(self, name: str) -> int:
+        """The bytes tensor ``name`` takes in its file, from the header."""
+        info = self._handle(self._filename_of(name)).get_slice(name)
+        return math.prod(info.get_shape()) * HEADER_DTYPE_BYTES.get(info.get_dtype(), 1)
+
+    def _filename_of(self, name: str) -> str:
+        filename = self._file_of.get(name)
+        if filename is None:
+            raise ValueError(f"CheckpointFiles: {self.folder} has no tensor {name!r}")
+        return filename
+
+    def _handle(self, filename: str):
+        # safe_open reads the header only; a handle per shard stays open for the next layer's tensors.
+        handle = self._open.get(filename)
+        if handle is None:
+            handle = open_safetensors("CheckpointFiles", os.path.join(self.folder, filename))
+            self._open[filename] = handle
+        return handle
+
+
+def _read_weight_map(index: str) -> dict:
+    """The ``weight_map`` of the index file ``index``: tensor name -> shard file name."""
+    try:
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"CheckpointFiles: {index} is not a safetensors index with a 'weight_map' "
+                         f"({error!r})") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ValueError(f"CheckpointFiles: {index}: 'weight_map' must map tensor names to file names, got "
+                         f"{type(weight_map).__name__}")
+    return weight_map
 
 
 def save_sharded(folder: str | os.PathLike, tensors: dict[str, torch.Tensor], max_shard_bytes: int = 2 << 30,
@@ -79,6 +134,7 @@ def save_sharded(folder: str | os.PathLike, tensors: dict[str, torch.Tensor], ma
     shard of its own) plus ``model.safetensors.index.json``. Returns the file names written."""
     from safetensors.torch import save_file
 
+    folder = path_argument("save_sharded", folder, "folder")
     if isinstance(max_shard_bytes, bool) or not isinstance(max_shard_bytes, int) or max_shard_bytes <= 0:
         raise ValueError(f"save_sharded: max_shard_bytes must be a positive int, got {max_shard_bytes!r}")
     os.makedirs(folder, exist_ok=True)

@@ -1,10 +1,15 @@
 """Whole models: swap every quantized ``nn.Linear`` of a model (a Hugging Face transformers model or any
 ``torch.nn.Module`` whose module names match the checkpoint's tensor names) for a
 :class:`~mixgemm.nn.QuantLinear` loaded from a checkpoint folder, reading the folder's own quantization
-config. transformers itself is not needed here."""
+config. transformers itself is not needed here (:mod:`.hf` builds transformers models for it).
+
+The swap is all or nothing: every layer is read, checked and prepacked, and every other tensor checked
+against the checkpoint's headers, before the model changes. A model whose parameters are on the meta device
+(built without memory) gets the checkpoint's tensors allocated on ``device``."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import warnings
@@ -14,6 +19,7 @@ import torch
 
 from .. import _checks, formats, library, packing
 from ..nn import QuantLinear
+from ._args import activation_dtype, folder_argument
 from .config import QuantConfig, QuantScheme, read_quant_config
 from .convert import PrepackArgs, has_quantized_tensors, read_layer
 from .files import CheckpointFiles
@@ -22,11 +28,14 @@ from .files import CheckpointFiles
 @dataclasses.dataclass
 class LoadReport:
     """What :func:`replace_quantized_linears` did: module names swapped for QuantLinear, state-dict keys
-    loaded from the checkpoint, and keys the checkpoint lacked (left as they were)."""
+    loaded from the checkpoint, keys the checkpoint lacked (left as they were) and, for a model built on the
+    meta device, buffers whose values the model's own initialisation recomputed (such as rotary
+    ``inv_freq``)."""
 
     replaced: list
     loaded: list
     missing: list
+    recomputed: list = dataclasses.field(default_factory=list)
 
 
 def build_quant_linear(name: str, args: PrepackArgs, scheme: QuantScheme,
@@ -53,9 +62,14 @@ def load_layer(folder: str | os.PathLike, name: str, *, device: str | torch.devi
                layout: str = "auto") -> QuantLinear:
     """One quantized linear ``name`` (such as ``"model.layers.0.mlp.down_proj"``) of the checkpoint folder
     ``folder``, read the way the folder's quantization config says (GPTQ zeros v1 unless it says
-    ``checkpoint_format: "gptq_v2"``), on ``device`` with activations in ``dtype``, prepacked in ``layout``
-    (:func:`mixgemm.prepack`'s argument: "auto" is the GPU's own)."""
+    ``checkpoint_format: "gptq_v2"``), on ``device`` with activations in ``dtype`` (fp16 or bf16, a torch
+    dtype or a string such as ``"float16"``), prepacked in ``layout`` (:func:`mixgemm.prepack`'s argument:
+    "auto" is the GPU's own)."""
     fn = "load_layer"
+    folder = folder_argument(fn, folder)
+    if not isinstance(name, str) or not name.strip("."):
+        raise ValueError(f"{fn}: name must name a module, such as 'model.layers.0.mlp.down_proj', got {name!r}")
+    dtype = activation_dtype(fn, dtype)
     quant_config = read_quant_config(folder)
     files = CheckpointFiles(folder)
     scheme = quant_config.scheme_for(name)
@@ -72,7 +86,7 @@ def replace_quantized_linears(
     folder: str | os.PathLike,
     *,
     device: Optional[str | torch.device] = None,
-    dtype: Optional[torch.dtype] = None,
+    dtype: Optional[torch.dtype | str] = None,
     config: library.ConfigArg = "auto",
     load_other_tensors: bool = True,
     layout: str = "auto",
@@ -82,73 +96,278 @@ def replace_quantized_linears(
     the same name, loaded from the (possibly sharded) safetensors files.
 
     ``device`` / ``dtype`` default to those of each replaced Linear's weight (the activation dtype must be
-    fp16 or bf16). With ``load_other_tensors`` every other state-dict entry found in the checkpoint
-    (embeddings, norms, dense layers such as ``lm_head``) is copied into the model, so a model freshly built
-    from its config becomes the checkpoint's; entries the checkpoint lacks are reported with a warning
-    (tied weights that were loaded through their twin excepted). ``layout`` is :func:`mixgemm.prepack`'s
-    ("auto": each layer in its GPU's own layout).
+    fp16 or bf16; ``dtype`` may be a string such as ``"float16"``). With ``load_other_tensors`` every other
+    state-dict entry found in the checkpoint (embeddings, norms, dense layers such as ``lm_head``) is copied
+    into the model, so a model freshly built from its config becomes the checkpoint's; entries the checkpoint
+    lacks are reported with a warning (a tied weight is read once, through the first of its names that the
+    checkpoint holds). ``layout`` is :func:`mixgemm.prepack`'s ("auto": each layer in its GPU's own layout).
+
+    All or nothing: every quantized layer is read, checked and prepacked, and every other entry checked
+    against the checkpoint's headers, before the model changes; on any error the model is as it was. So the
+    quantized layers briefly coexist with the Linears they replace: to load a large model without ever
+    holding its fp16 weights, use :func:`mixgemm.checkpoint.load_model`.
+
+    A model whose parameters are on the meta device (built without memory, as ``load_model`` does, or under
+    ``with torch.device("meta")``) needs ``device``: the checkpoint's tensors are allocated there, in the
+    dtype the model was built with, and a parameter the checkpoint lacks is an error. Meta buffers the
+    checkpoint lacks (rotary ``inv_freq``, computed at construction and never saved) are recomputed by a
+    transformers model's own ``_init_weights``; buffers that are real (on the CPU) stay where they are.
     """
     fn = "replace_quantized_linears"
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"{fn}: model must be a torch.nn.Module, got {type(model).__name__}")
+    folder = folder_argument(fn, folder)
+    act_dtype = None if dtype is None else activation_dtype(fn, dtype)
+    target = None if device is None else _checks.check_load_device(fn, device)
     quant_config: QuantConfig = read_quant_config(folder)
     files = CheckpointFiles(folder)
-    replaced = []
-    for name, module in list(model.named_modules()):
+
+    # Everything that can fail comes first, with the model untouched, so that an error in the last layer
+    # does not leave a half-converted model: the cheap checks (names, shapes from the files' headers), then
+    # reading, checking and prepacking each layer, then the dense tensors (those a meta model needs allocated
+    # on the device; the others opened only, as safetensors maps a file's tensors without reading them).
+    plans = _plan_layers(fn, model, files, quant_config, target, act_dtype)
+    dense = _plan_dense(fn, model, files, set(plans), target) if load_other_tensors else _DensePlan()
+    recomputed = _recompute_meta_buffers(fn, model, files.folder, dense.unset_buffers, target)
+    layers = {name: _prepare_layer(fn, plan, files, config, layout) for name, plan in plans.items()}
+    allocated = [(entry, _read_dense(files, key, entry.tensor, target)) for entry, key in dense.allocations]
+    copies = [(tensor, files.get(key)) for tensor, key in dense.copies]
+
+    # The swap: assignments, and copies into tensors whose shapes were checked above.
+    for name, layer in layers.items():
+        model.set_submodule(name, layer)
+    for entry, value in allocated + recomputed:
+        _assign(model, entry, value)
+    with torch.no_grad():
+        for tensor, value in copies:
+            tensor.copy_(value)
+
+    replaced = list(layers)
+    _warn_unused_quantized(files, quant_config, set(replaced))
+    if dense.missing:
+        warnings.warn(f"{fn}: {len(dense.missing)} entries of the model's state dict are not in {files.folder} and "
+                      f"keep their current values: {dense.missing[:8]}{' ...' if len(dense.missing) > 8 else ''}",
+                      stacklevel=2)
+    return LoadReport(replaced, dense.loaded, dense.missing, [entry.names[0] for entry, _ in recomputed])
+
+
+@dataclasses.dataclass
+class _LayerPlan:
+    """A Linear of the model that the checkpoint holds quantized, and where its QuantLinear will live."""
+
+    name: str
+    module: torch.nn.Linear
+    scheme: QuantScheme
+    device: torch.device
+    dtype: torch.dtype
+
+
+@dataclasses.dataclass
+class _ModelTensor:
+    """One parameter or buffer of the model under every name it has (tied weights have several)."""
+
+    names: list
+    tensor: torch.Tensor
+    is_parameter: bool
+
+
+@dataclasses.dataclass
+class _DensePlan:
+    """The model's tensors outside the replaced layers, sorted by what loading does with them."""
+
+    copies: list = dataclasses.field(default_factory=list)  # (materialised tensor, checkpoint key): copied in place
+    allocations: list = dataclasses.field(default_factory=list)  # (meta _ModelTensor, key): allocated on device
+    unset_buffers: list = dataclasses.field(default_factory=list)  # meta buffers the checkpoint lacks
+    loaded: list = dataclasses.field(default_factory=list)  # checkpoint keys read, in state-dict order
+    missing: list = dataclasses.field(default_factory=list)  # state-dict keys the checkpoint lacks
+
+
+def _plan_layers(fn: str, model: torch.nn.Module, files: CheckpointFiles, quant_config: QuantConfig,
+                 target: Optional[torch.device], act_dtype: Optional[torch.dtype]) -> dict:
+    plans = {}
+    for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear):
             continue
         scheme = quant_config.scheme_for(name, type(module).__name__)
         if scheme is None or not has_quantized_tensors(files, name, scheme.method):
-            continue  # kept dense by the config, or stored dense (its weight is loaded below)
-        target = _checks.check_load_device(fn, device if device is not None else module.weight.device)
-        act_dtype = dtype if dtype is not None else module.weight.dtype
-        if act_dtype not in (torch.float16, torch.bfloat16):
-            raise ValueError(f"{fn}: {name} has dtype {act_dtype}; mixgemm runs float16 or bfloat16 activations "
-                             "(build the model with torch_dtype=torch.float16 or pass dtype=)")
-        args = read_layer(files, name, scheme, act_dtype)
-        if (args.k, args.n) != (module.in_features, module.out_features):
-            raise ValueError(f"{fn}: {name} is a Linear({module.in_features} -> {module.out_features}) in the "
-                             f"model but ({args.k} -> {args.n}) in the checkpoint")
-        if (module.bias is None) != (args.bias is None):
-            raise ValueError(f"{fn}: {name} has {'a' if module.bias is not None else 'no'} bias in the model but "
-                             f"{'one' if args.bias is not None else 'none'} in the checkpoint")
-        model.set_submodule(name, build_quant_linear(name, args.to(target), scheme, config, layout))
-        replaced.append(name)
-    _warn_unused_quantized(files, quant_config, set(replaced))
-    loaded, missing = _load_other_tensors(model, files, set(replaced)) if load_other_tensors else ([], [])
-    if missing:
-        warnings.warn(f"{fn}: {len(missing)} entries of the model's state dict are not in {files.folder} and keep "
-                      f"their current values: {missing[:8]}{' ...' if len(missing) > 8 else ''}", stacklevel=2)
-    return LoadReport(replaced, loaded, missing)
+            continue  # kept dense by the config, or stored dense (its weight is loaded with the other tensors)
+        plans[name] = _LayerPlan(name, module, scheme, _layer_device(fn, name, module, target),
+                                 _layer_dtype(fn, name, module, act_dtype))
+    return plans
+
+
+def _layer_device(fn: str, name: str, module: torch.nn.Linear, target: Optional[torch.device]) -> torch.device:
+    if target is not None:
+        return target
+    if module.weight.is_meta:
+        raise ValueError(f"{fn}: {name} is on the meta device (a model built without memory), so it says nothing "
+                         "about where to load; pass device= (such as 'cuda')")
+    return _checks.check_load_device(fn, module.weight.device)
+
+
+def _layer_dtype(fn: str, name: str, module: torch.nn.Linear, act_dtype: Optional[torch.dtype]) -> torch.dtype:
+    dtype = act_dtype if act_dtype is not None else module.weight.dtype
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError(f"{fn}: {name} has dtype {dtype}; mixgemm runs float16 or bfloat16 activations "
+                         "(build the model with dtype=torch.float16 or pass dtype=)")
+    return dtype
+
+
+def _prepare_layer(fn: str, plan: _LayerPlan, files: CheckpointFiles, config: library.ConfigArg,
+                   layout: str) -> QuantLinear:
+    """Layer ``plan.name`` read, checked against the model's Linear and prepacked: the QuantLinear that will
+    replace it."""
+    name, module = plan.name, plan.module
+    args = read_layer(files, name, plan.scheme, plan.dtype)
+    if (args.k, args.n) != (module.in_features, module.out_features):
+        raise ValueError(f"{fn}: {name} is a Linear({module.in_features} -> {module.out_features}) in the "
+                         f"model but ({args.k} -> {args.n}) in the checkpoint")
+    if (module.bias is None) != (args.bias is None):
+        raise ValueError(f"{fn}: {name} has {'a' if module.bias is not None else 'no'} bias in the model but "
+                         f"{'one' if args.bias is not None else 'none'} in the checkpoint")
+    return build_quant_linear(name, args.to(plan.device), plan.scheme, config, layout)
+
+
+def _model_tensors(model: torch.nn.Module, replaced: set) -> list:
+    """The model's parameters and buffers outside the layers being replaced, each once with all its names."""
+    by_identity: dict = {}
+    for is_parameter, named in ((True, model.named_parameters(remove_duplicate=False)),
+                                (False, model.named_buffers(remove_duplicate=False))):
+        for key, tensor in named:
+            if key.rpartition(".")[0] in replaced:
+                continue
+            entry = by_identity.setdefault(id(tensor), _ModelTensor([], tensor, is_parameter))
+            entry.names.append(key)
+    return list(by_identity.values())
+
+
+def _plan_dense(fn: str, model: torch.nn.Module, files: CheckpointFiles, replaced: set,
+                target: Optional[torch.device]) -> _DensePlan:
+    """What loading does with each tensor outside the replaced layers; shapes checked against the files'
+    headers, and a meta parameter that the checkpoint cannot fill refused, all before anything is read."""
+    plan = _DensePlan()
+    order = {key: i for i, key in enumerate(model.state_dict(keep_vars=True))}  # the saved (persistent) names
+    unfillable, no_device = [], []
+    for entry in _model_tensors(model, replaced):
+        saved = sorted((key for key in entry.names if key in order), key=order.get)
+        source = next((key for key in saved if key in files), None)
+        if source is not None:
+            _check_dense_shape(fn, source, entry.tensor, files)
+            plan.loaded.append(source)
+        if not entry.tensor.is_meta:
+            if source is not None:
+                plan.copies.append((entry.tensor, source))
+            else:
+                plan.missing.extend(saved)
+        elif source is not None:
+            (no_device if target is None else plan.allocations).append((entry, source))
+        elif entry.is_parameter:
+            unfillable.extend(entry.names)
+        else:
+            plan.unset_buffers.append(entry)
+    if unfillable:
+        raise ValueError(f"{fn}: {len(unfillable)} parameters of the model are on the meta device but not in "
+                         f"{files.folder}, so they would have no values: {unfillable[:8]}"
+                         f"{' ...' if len(unfillable) > 8 else ''}; the checkpoint does not match the model")
+    if no_device:
+        raise ValueError(f"{fn}: the model's {no_device[0][1]} (and {len(no_device) - 1} more) is on the meta "
+                         "device; pass device= (such as 'cuda') to allocate the checkpoint's tensors on")
+    plan.loaded.sort(key=order.get)
+    return plan
+
+
+def _check_dense_shape(fn: str, key: str, tensor: torch.Tensor, files: CheckpointFiles) -> None:
+    stored = files.shape_of(key)
+    if tuple(stored) != tuple(tensor.shape):
+        raise ValueError(f"{fn}: {key} has shape {tuple(tensor.shape)} in the model but {tuple(stored)} in the "
+                         f"checkpoint ({files.path_of(key)})")
+
+
+def _read_dense(files: CheckpointFiles, key: str, like: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Checkpoint tensor ``key`` allocated once on ``device`` in the dtype of the model's ``like`` (what the
+    model was built with), converted in the copy rather than through a second tensor on the device."""
+    value = torch.empty(like.shape, dtype=like.dtype, device=device)
+    value.copy_(files.get(key))
+    return value
+
+
+def _recompute_meta_buffers(fn: str, model: torch.nn.Module, folder: str, entries: list,
+                            target: Optional[torch.device]) -> list:
+    """Values for meta buffers the checkpoint lacks: those a model built wholly on the meta device computed
+    at construction without keeping a value, such as rotary ``inv_freq`` (non-persistent, never saved).
+
+    transformers fills them after its own meta-device loads by running the model's ``_init_weights`` on
+    their module; so does this, on a copy of the module whose parameters stay on meta, so that nothing else
+    of the model is touched. The buffers start as NaN, so one that ``_init_weights`` leaves unset is an
+    error rather than uninitialised memory."""
+    by_module: dict = {}
+    for entry in entries:
+        by_module.setdefault(entry.names[0].rpartition(".")[0], []).append(entry)
+    init_weights = getattr(model, "_init_weights", None)
+    values = []
+    for module_name, group in by_module.items():
+        names = [entry.names[0] for entry in group]
+        if target is None:
+            raise ValueError(f"{fn}: the model's buffers {names} are on the meta device; pass device= (such as "
+                             "'cuda') to compute them on")
+        if not callable(init_weights) or not all(entry.tensor.dtype.is_floating_point for entry in group):
+            raise ValueError(f"{fn}: the model's buffers {names} are on the meta device and not in {folder}, and "
+                             "only a transformers model's own _init_weights can recompute (float) buffers; build "
+                             "the model with its parameters alone on meta (mixgemm.checkpoint.build_empty_model "
+                             "or load_model), so that buffers keep the values computed at construction")
+        probe = _module_probe(model.get_submodule(module_name))
+        for entry in group:
+            probe._buffers[entry.names[0].rpartition(".")[2]] = torch.full(
+                entry.tensor.shape, float("nan"), dtype=entry.tensor.dtype, device=target)
+        try:
+            with torch.no_grad():
+                init_weights(probe)
+        except (AttributeError, KeyError, TypeError, ValueError, RuntimeError) as error:
+            raise ValueError(f"{fn}: the model's buffers {names} are on the meta device and not in {folder}, and the "
+                             f"model's _init_weights failed to recompute them ({type(error).__name__}: {error}); "
+                             "build the model with mixgemm.checkpoint.build_empty_model") from error
+        for entry in group:
+            value = probe._buffers[entry.names[0].rpartition(".")[2]]
+            if value is None or value.is_meta or bool(value.isnan().any()):
+                raise ValueError(f"{fn}: the model's buffer {entry.names[0]} is on the meta device and not in "
+                                 f"{folder}, and the model's _init_weights did not compute it; build the model "
+                                 "with mixgemm.checkpoint.build_empty_model (buffers computed at construction)")
+            values.append((entry, value))
+    return values
+
+
+def _module_probe(module: torch.nn.Module) -> torch.nn.Module:
+    """A shallow copy of ``module`` with its own buffer dict, meta copies of its parameters and no children:
+    initialising it writes nothing into the model."""
+    probe = copy.copy(module)
+    probe._modules = {}
+    probe._parameters = {key: None if p is None else torch.nn.Parameter(torch.empty_like(p, device="meta"),
+                                                                        requires_grad=False)
+                         for key, p in module._parameters.items()}
+    probe._buffers = dict(module._buffers)
+    return probe
+
+
+def _assign(model: torch.nn.Module, entry: _ModelTensor, value: torch.Tensor) -> None:
+    """``value`` in place of the meta tensor ``entry`` under each of its names, one object for all so that
+    tied weights stay tied."""
+    if entry.is_parameter:
+        value = torch.nn.Parameter(value, requires_grad=entry.tensor.requires_grad)
+    for key in entry.names:
+        module_name, _, attr = key.rpartition(".")
+        module = model.get_submodule(module_name)
+        (module._parameters if entry.is_parameter else module._buffers)[attr] = value
 
 
 def _warn_unused_quantized(files: CheckpointFiles, quant_config: QuantConfig, replaced: set) -> None:
-    marker = ".weight_packed" if quant_config.method == "compressed-tensors" else ".qweight"
-    unused = sorted(k[: -len(marker)] for k in files.keys() if k.endswith(marker) and k[: -len(marker)] not in replaced)
+    unused = sorted(quantized_modules(files, quant_config) - replaced)
     if unused:
         warnings.warn(f"replace_quantized_linears: the checkpoint holds quantized weights for {len(unused)} modules "
                       f"that are not nn.Linear modules of the model (or that the config keeps dense), left as they "
                       f"were: {unused[:8]}", stacklevel=3)
 
 
-def _load_other_tensors(model: torch.nn.Module, files: CheckpointFiles, replaced: set):
-    loaded, missing, filled = [], [], set()
-    state = model.state_dict(keep_vars=True)
-    pending = []
-    for key, tensor in state.items():
-        if key.rpartition(".")[0] in replaced:
-            continue
-        if key not in files:
-            pending.append((key, tensor))
-            continue
-        value = files.get(key)
-        if tuple(value.shape) != tuple(tensor.shape):
-            raise ValueError(f"replace_quantized_linears: {key} has shape {tuple(tensor.shape)} in the model but "
-                             f"{tuple(value.shape)} in the checkpoint")
-        with torch.no_grad():
-            tensor.copy_(value)
-        loaded.append(key)
-        filled.add(tensor.data_ptr())
-    # A tied weight (lm_head sharing the embedding) is saved once; it counts as loaded through its twin.
-    missing = [key for key, tensor in pending if tensor.data_ptr() not in filled]
-    return loaded, missing
+def quantized_modules(files: CheckpointFiles, quant_config: QuantConfig) -> set:
+    """The module names whose quantized weights the checkpoint holds (by their qweight / weight_packed)."""
+    marker = ".weight_packed" if quant_config.method == "compressed-tensors" else ".qweight"
+    return {key[: -len(marker)] for key in files.keys() if key.endswith(marker)}

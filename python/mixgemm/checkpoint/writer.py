@@ -13,6 +13,7 @@ import torch
 
 from .. import formats
 from . import compressed_tensors
+from ._args import path_argument
 from .files import save_sharded
 
 METHODS = ("awq", "gptq", "compressed-tensors")
@@ -72,6 +73,7 @@ def write_checkpoint(folder: str | os.PathLike, model_config: dict, quant_config
                      tensors: dict[str, torch.Tensor], max_shard_bytes: int = 2 << 30) -> list[str]:
     """Writes ``config.json`` (``model_config`` with ``quantization_config = quant_config``) and the tensors,
     sharded with an index file when they exceed ``max_shard_bytes``. Returns the files written."""
+    folder = path_argument("write_checkpoint", folder, "folder")
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({**model_config, "quantization_config": quant_config}, f, indent=2)
