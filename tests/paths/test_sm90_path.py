@@ -1,0 +1,407 @@
+"""CPU tests of the sm90 path (mixgemm.paths.sm90): Sm90Config (fields, names, splits), its fits check, its
+heuristic (paths.sm90.heuristic, split_for) and the split variants the profiler sweeps."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+import mixgemm
+import mixgemm._C as _C
+from mixgemm import paths
+from mixgemm.kernel_key import KernelKey
+from mixgemm.paths import PATHS, GemmConfig, GemmProblem, Gpu, Sm90Config
+from mixgemm.paths import sm90 as sm90_path
+
+from hand_registry import kernel_sets, set_configs
+
+H100 = Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0))
+SM90 = KernelKey(layout="sm90")
+KS = kernel_sets()
+SM90_FULL = set_configs("full", "sm90", SM90)
+
+
+def pick(M, N=4096, K=4096, sms=132, configs=SM90_FULL):
+    """The sm90 path's choice: its heuristic's config, split by its rule (what PATH.choose returns)."""
+    config = sm90_path.heuristic(configs, M, N, sms)
+    return None if config is None else sm90_path.split_for(config, M, N, K, sms)
+
+
+# ===================================================================================================
+# Sm90Config
+# ===================================================================================================
+
+
+class TestSm90Config:
+    COOP = Sm90Config(256, 128, 1, 1, "coop", "persistent")
+    PINGPONG = Sm90Config(128, 64, 2, 1, "pingpong", "streamk")
+
+    def test_fields_of_a_cooperative_config(self):
+        c = self.COOP
+        assert (c.path, c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n) == ("sm90", 256, 128, 64, 1, 1)
+        assert (c.schedule, c.scheduler) == ("coop", "persistent")
+        assert (c.split_k, c.split_k_mode) == (1, "none")
+        assert isinstance(c, GemmConfig) and mixgemm.Sm90Config is Sm90Config
+
+    def test_fields_of_a_pingpong_config(self):
+        c = self.PINGPONG
+        assert (c.cluster_m, c.cluster_n, c.schedule, c.scheduler) == (2, 1, "pingpong", "streamk")
+
+    def test_defaults_and_the_fixed_k_tile(self):
+        assert Sm90Config(128, 128) == Sm90Config(128, 128, 1, 1, "coop", "persistent", 1)
+        # tile_k is the path's constant (128 bytes of 16-bit x), not a field.
+        assert Sm90Config.tile_k == sm90_path.TILE_K == 64
+        assert [f.name for f in dataclasses.fields(Sm90Config)] == [
+            "tile_m", "tile_n", "cluster_m", "cluster_n", "schedule", "scheduler", "split_k"]
+
+    def test_kernel_name_is_what_the_sm90_registry_names(self):
+        # The extension lists the build's sm90 kernels by the C++ config's name(): the package names them back.
+        names = _C.compiled_configs("sm90", SM90.as_tuple())
+        assert names == [c.kernel_name for c in PATHS["sm90"].compiled(SM90)]
+        for name in names:
+            assert PATHS["sm90"].parse_name(name).kernel_name == name
+        assert all(c.kernel_name == c.name for c in PATHS["sm90"].compiled(SM90))
+        with pytest.raises(ValueError, match=re.escape(f"gemm (sm90 path): config {self.PINGPONG.kernel_name} is not "
+                                                       "compiled into this build")):
+            _C.prepare("sm90", self.PINGPONG.kernel_name, SM90.as_tuple(), 64, 4096, 4096, 128)
+
+    @pytest.mark.parametrize("config, name", [
+        (COOP, "sm90_256x128x64_c1x1_coop_persistent"),
+        (PINGPONG, "sm90_128x64x64_c2x1_pingpong_streamk"),
+        (Sm90Config(16, 128, 1, 1, "coop", "streamk"), "sm90_16x128x64_c1x1_coop_streamk"),
+        (Sm90Config(64, 128, 1, 1, "coop", "streamk").with_split_k(4, "serial"),
+         "sm90_64x128x64_c1x1_coop_streamk_k4s"),
+    ])
+    def test_name_round_trip(self, config, name):
+        assert config.name == name
+        assert paths.from_name(name) == config
+        assert paths.to_name(config) == name == paths.to_name(name)
+        assert paths.from_name(f" {name} ") == config
+
+    @pytest.mark.parametrize("name, message", [
+        ("sm90_256x128x64_coop_persistent", "invalid config"),  # no cluster
+        ("sm90_256x128x64_c1x1_coop", "invalid config"),  # no scheduler
+        ("SM90_256x128x64_c1x1_coop_persistent", "invalid config"),
+        ("sm90_256x128x32_c1x1_coop_persistent", "invalid config"),  # tile_k is 64
+        # Split-K only on stream-K configs, and only serially.
+        ("sm90_256x128x64_c1x1_coop_persistent_k2s", "splits K only through its stream-K scheduler"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k2p", r"the sm90 path splits K serially only \(_k<n>s\)"),
+        ("sm90_256x128x64_c1x1_coop_streamk_sk4", "invalid config"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k2", "invalid config"),
+        ("sm90_256x128x64_c1x1_cooperative_persistent", r"schedule must be one of \('coop', 'pingpong'\)"),
+        ("sm90_256x128x64_c1x1_coop_streamK", "invalid config"),
+        ("sm90_256x128x64_c1x1_coop_dynamic", r"scheduler one of \('persistent', 'streamk'\), got 'coop', 'dynamic'"),
+        ("sm90_256x128x64_c0x1_coop_persistent", "cluster_m must be a positive int, got 0"),
+    ])
+    def test_bad_names(self, name, message):
+        with pytest.raises(ValueError, match=message):
+            paths.from_name(name)
+
+    def test_split_one_serial_is_not_a_name(self):
+        with pytest.raises(ValueError, match="split_k == 1 needs split_k_mode 'none'"):
+            paths.from_name("sm90_256x128x64_c1x1_coop_streamk_k1s")
+
+    @pytest.mark.parametrize("schedule, scheduler", [("", "persistent"), ("coop", ""), ("warpspecialized", "streamk"),
+                                                     ("coop", "splitk")])
+    def test_schedule_and_scheduler_are_checked(self, schedule, scheduler):
+        with pytest.raises(ValueError, match=r"^Sm90Config: schedule must be one of \('coop', 'pingpong'\) and "
+                                             r"scheduler one of \('persistent', 'streamk'\), got "
+                                             + re.escape(f"{schedule!r}, {scheduler!r}")):
+            Sm90Config(128, 128, 1, 1, schedule, scheduler)
+
+    @pytest.mark.parametrize("field", ["tile_m", "tile_n", "cluster_m", "cluster_n"])
+    @pytest.mark.parametrize("bad", [0, -1, 1.0, True])
+    def test_sizes_must_be_positive_ints(self, field, bad):
+        with pytest.raises(ValueError, match=rf"^Sm90Config: {field} must be a positive int, got {bad!r}"):
+            dataclasses.replace(self.COOP, **{field: bad})
+
+    def test_only_stream_k_sm90_configs_split_k_and_only_serially(self):
+        refused = (r"^Sm90Config: an sm90 config splits K only through its stream-K scheduler: split_k > 1 needs "
+                   r"scheduler 'streamk'")
+        with pytest.raises(ValueError, match=refused):
+            self.COOP.with_split_k(2)  # persistent
+        with pytest.raises(ValueError, match=refused):
+            dataclasses.replace(self.COOP, split_k=4)
+        streamk = Sm90Config(128, 128, 1, 1, "coop", "streamk")
+        with pytest.raises(ValueError, match=r"^Sm90Config: split_k_mode must be one of \('none', 'serial'\) on this "
+                                             r"path, got 'parallel'"):
+            streamk.with_split_k(2, "parallel")
+        split = streamk.with_split_k(3)
+        assert (split.split_k, split.split_k_mode, split.kernel_name) == (3, "serial", streamk.kernel_name)
+        assert split.with_split_k(1) == streamk and self.COOP.with_split_k(1) == self.COOP
+        assert streamk.split_k_mode == "none"
+
+    def test_it_takes_no_other_paths_fields(self):
+        for extra in (dict(warp_m=64), dict(stages=3), dict(rows=8), dict(split_k_mode="serial"), dict(tile_k=64)):
+            with pytest.raises(TypeError, match="unexpected keyword argument"):
+                Sm90Config(128, 128, **extra)
+
+    def test_an_sm90_config_differs_from_every_other_path(self):
+        sm80_twin = paths.Sm80Config(256, 128, 64, 256, 64, 64, 3)
+        assert sm80_twin != self.COOP and sm80_twin.name != self.COOP.name
+        assert len({self.COOP, sm80_twin, Sm90Config(256, 128, 1, 1, "coop", "streamk")}) == 3
+
+    def test_as_dict_and_from_dict(self):
+        split = Sm90Config(64, 128, 1, 1, "coop", "streamk", 2)
+        for config in (self.COOP, self.PINGPONG, split):
+            fields = config.as_dict()
+            assert fields == {"path": "sm90", "tile_m": config.tile_m, "tile_n": config.tile_n,
+                              "cluster_m": config.cluster_m, "cluster_n": 1, "schedule": config.schedule,
+                              "scheduler": config.scheduler, "split_k": config.split_k}
+            assert paths.from_dict(fields) == config
+        # A hand-edited entry whose fields contradict each other does not make a config.
+        with pytest.raises(ValueError, match="splits K only through its stream-K scheduler"):
+            paths.from_dict(dict(self.COOP.as_dict(), split_k=2))
+        with pytest.raises(ValueError, match="schedule must be one of"):
+            paths.from_dict(dict(self.COOP.as_dict(), schedule=""))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_this_builds_sm90_configs_are_well_formed(dtype, bits):
+    # Empty in a build without sm_90a; otherwise every one names itself back, unsplit, and reads the sm90 layout.
+    configs = mixgemm.compiled_configs(dtype, bits, path="sm90")
+    assert bool(configs) == _C.sm90_available()  # every set builds an sm90 kernel for each type and width
+    for c in configs:
+        assert c.path == "sm90" and PATHS[c.path].layouts == ("sm90",) and c.split_k == 1
+        assert paths.from_name(c.name) == c
+    assert mixgemm.compiled_configs(dtype, bits, path="sm90", layout="sm80") == []
+    assert configs == mixgemm.compiled_configs(dtype, bits, path="sm90", layout="sm90")
+
+
+def test_a_scale_key_runs_its_own_kernels_first_then_the_scale_offset_ones(monkeypatch):
+    # The registry by kernel key: a scale-only weight takes the scale-only kernels and, with its zero offsets, the
+    # scale+offset ones; a kernel compiled in both modes is listed once.
+    from mixgemm.paths import base
+
+    by_key = {"scale": ["sm90_128x128x64_c1x1_coop_persistent"],
+              "scale_offset": ["sm90_16x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_persistent"]}
+
+    def compiled(path, key):
+        return tuple(path.parse_name(n) for n in by_key[key.quant]) if path.name == "sm90" else ()
+
+    monkeypatch.setattr(base, "_compiled_configs", compiled)
+    scale = KernelKey(layout="sm90", quant="scale")
+    assert [c.kernel_name for c in PATHS["sm90"].compiled(scale)] == [
+        "sm90_128x128x64_c1x1_coop_persistent", "sm90_16x128x64_c1x1_coop_streamk"]
+    assert [c.kernel_name for c in PATHS["sm90"].compiled(SM90)] == by_key["scale_offset"]
+    # Each config runs on the first key that compiled it; the plan passes that key to the extension.
+    persistent, streamk = (PATHS["sm90"].parse_name(n) for n in by_key["scale_offset"][::-1])
+    assert PATHS["sm90"].kernel_key(persistent, scale) == scale
+    assert PATHS["sm90"].kernel_key(streamk, scale) == SM90
+    assert PATHS["sm90"].kernel_key(streamk, SM90) == SM90
+
+
+def test_the_real_registry_of_a_scale_key():
+    # This build compiles scale+offset sm90 kernels only (kernel_sets.SM90_BUILT_MODES): a scale-only weight runs
+    # them, on the scale+offset key.
+    scale = KernelKey(layout="sm90", quant="scale")
+    assert _C.compiled_configs("sm90", scale.as_tuple()) == []
+    assert PATHS["sm90"].compiled(scale) == PATHS["sm90"].compiled(SM90)
+    for config in PATHS["sm90"].compiled(scale):
+        assert PATHS["sm90"].kernel_key(config, scale) == SM90
+
+
+# ===================================================================================================
+# fits
+# ===================================================================================================
+
+
+@pytest.mark.parametrize("config, N, K, G, reason", [
+    (Sm90Config(128, 128), 4096, 4096, 128, None),
+    (Sm90Config(128, 128), 4096, 4096, 4096, None),  # per-channel: the group may be K itself
+    (Sm90Config(128, 128), 4096, 4160, 4160, None),
+    (Sm90Config(256, 64, schedule="pingpong"), 4160, 4096, 128, None),
+    (Sm90Config(128, 128), 4160, 4096, 128,
+     "N must be a positive multiple of 128 (the config's weight tile: 64 or 128 columns), got 4160"),
+    (Sm90Config(128, 128), 4096 + 32, 4096, 128,
+     "N must be a positive multiple of 128 (the config's weight tile: 64 or 128 columns), got 4128"),
+    (Sm90Config(128, 128), 4096, 4096 - 32, 32, "K must be a positive multiple of 64 (the 64-deep k-tile), got 4064"),
+    (Sm90Config(128, 128), 4096, 4096, 32,
+     ("group_size must be a multiple of 64 that divides K or K itself (the collective reloads scales per whole "
+      "k-tile), got 32")),
+    (Sm90Config(128, 128), 4096, 4096, 192, "group_size must be a multiple of 64 that divides K or K itself"),
+])
+def test_fits_checks_the_shape_rules_with_the_configs_weight_tile(config, N, K, G, reason):
+    got = PATHS["sm90"].fits(config, GemmProblem(64, N, K, G), SM90)
+    assert got == reason if reason is None or got is None else got.startswith(reason), got
+
+
+def test_fits_refuses_the_sm80_layout_and_oversplit():
+    config = Sm90Config(128, 128, scheduler="streamk")
+    assert PATHS["sm90"].fits(config, GemmProblem(64, 4096, 4096, 128), KernelKey()) == (
+        "the sm90 path does not read weights in the 'sm80' layout")
+    problem = GemmProblem(64, 4096, 256, 128)  # 4 k-tiles
+    assert PATHS["sm90"].fits(config.with_split_k(4), problem, SM90) is None
+    assert PATHS["sm90"].fits(config.with_split_k(5), problem, SM90) == "split_k = 5 is more than K / 64 = 4 k-tiles"
+
+
+def test_fits_agrees_with_the_core():
+    # The core's prepare checks the same rules before it needs a GPU: a broken rule is a ValueError in the same
+    # words, a kept one gets as far as the device check (RuntimeError on this machine, a launch on a GPU).
+    name = PATHS["sm90"].compiled(SM90)[0].kernel_name
+    config = PATHS["sm90"].parse_name(name)
+    for N, K, G in [(4160, 4096, 128), (4096, 4064, 32), (4096, 4096, 32), (4096, 4096, 192)]:
+        reason = PATHS["sm90"].fits(config, GemmProblem(64, N, K, G), SM90)
+        assert reason is not None
+        with pytest.raises(ValueError, match=re.escape(f"gemm (sm90 path): {reason}")):
+            _C.prepare("sm90", name, SM90.as_tuple(), 64, N, K, G)
+
+
+@pytest.mark.nogpu
+def test_a_problem_that_fits_reaches_the_device_check():
+    name = PATHS["sm90"].compiled(SM90)[0].kernel_name
+    assert PATHS["sm90"].fits(PATHS["sm90"].parse_name(name), GemmProblem(64, 4096, 4096, 4096), SM90) is None
+    with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
+        _C.prepare("sm90", name, SM90.as_tuple(), 64, 4096, 4096, 4096)
+
+
+def test_plan_needs_compute_capability_9_0():
+    config = Sm90Config(128, 128)
+    a100 = Gpu("NVIDIA A100-SXM4-80GB", 108, (8, 0))
+    with pytest.raises(RuntimeError, match=r"^gemm: the sm90 path's kernels run on compute capability 9.0 "
+                                           r"\(H100/H200\) "
+                                           r"only; this weight is on NVIDIA A100-SXM4-80GB"):
+        PATHS["sm90"].plan(config, GemmProblem(64, 4096, 4096, 128), SM90, a100, torch.device("cpu"))
+
+
+def test_choose_offers_nothing_on_another_compute_capability():
+    # sm_90a code runs on compute capability 9.0 only: elsewhere an sm90-layout weight runs on the other paths.
+    problem = GemmProblem(64, 4096, 4096, 128)
+    for capability in ((8, 0), (8, 9), (10, 0)):
+        assert PATHS["sm90"].choose(SM90_FULL, problem, SM90, Gpu("other", 132, capability)) is None
+    assert PATHS["sm90"].choose(SM90_FULL, problem, SM90, H100) == pick(64)
+
+
+def test_takes_weight_needs_a_cuda_device():
+    # prepack's "auto" layout: never the sm90 layout for a weight off the GPU.
+    assert not PATHS["sm90"].takes_weight(torch.device("cpu"), SM90, 4096, 4096, 128)
+
+
+# ===================================================================================================
+# paths.sm90.heuristic and split_for
+# ===================================================================================================
+
+
+@pytest.mark.parametrize("M, name", [
+    (1, "sm90_16x128x64_c1x1_coop_streamk"), (16, "sm90_16x128x64_c1x1_coop_streamk"),
+    (17, "sm90_32x128x64_c1x1_coop_streamk"), (32, "sm90_32x128x64_c1x1_coop_streamk"),
+    (33, "sm90_64x128x64_c1x1_coop_streamk"), (64, "sm90_64x128x64_c1x1_coop_streamk"),
+    (65, "sm90_128x128x64_c1x1_coop_streamk"), (128, "sm90_128x128x64_c1x1_coop_streamk"),
+])
+def test_sm90_token_tile_by_m(M, name):
+    assert pick(M, 28672, 8192).name == name
+
+
+def test_sm90_large_m_fills_the_gpu():
+    # 8192 x 28672, M = 4096: 16 x 224 = 3584 tiles of 256 x 128 are 27.2 waves (97% busy): persistent.
+    assert pick(4096, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # M = 512: 448 tiles are 3.4 waves (85%): the stream-K twin of the same tile.
+    assert pick(512, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_streamk"
+    # 4096 x 4096, M = 256: 32 tiles of 256 x 128 and 64 of 256 x 64 are under half a wave; 64 tiles of
+    # 128 x 128 stream-K, split 2 ways to fill the GPU.
+    assert pick(256, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
+    # 8192 x 8192: 128 tiles of 256 x 64 fill it.
+    assert pick(256, 8192, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # Without its stream-K twin a short last wave keeps the persistent tile.
+    no_twin = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
+    assert pick(512, 28672, 8192, configs=no_twin).name == "sm90_256x128x64_c1x1_coop_persistent"
+
+
+@pytest.mark.parametrize("K, N, M, split", [
+    (4096, 4096, 32, 4),    # 32 tiles of 32 x 128: 4 x 32 = 128 CTAs (measured 15.4 against 16.5 us unsplit)
+    (4096, 4096, 128, 4),   # 32 tiles of 128 x 128
+    (8192, 8192, 64, 2),    # 64 tiles: 2 x 64 = 128
+    (11008, 4096, 64, 4),
+    (4096, 11008, 64, 1),   # 86 tiles: more than half the SMs, stream-K as it is
+    (8192, 28672, 128, 1),  # 224 tiles
+    (2048, 4096, 128, 2),   # 32 k-tiles: 16 per split at least
+    (1024, 4096, 128, 1),   # 16 k-tiles: nothing to split
+    (64, 4096, 128, 1),
+])
+def test_sm90_split_k_rule(K, N, M, split):
+    cfg = pick(M, N, K)
+    assert cfg.scheduler == "streamk" and cfg.split_k == split, cfg
+    assert cfg.split_k_mode == ("none" if split == 1 else "serial")
+    assert PATHS["sm90"].choose(SM90_FULL, GemmProblem(M, N, K, 64), SM90, H100) == cfg
+    # Fewer SMs, fewer splits: 32 tiles on 80 SMs split 2 ways; on 40 SMs not at all.
+    assert pick(32, 4096, 4096, sms=80).split_k == 2
+    assert pick(32, 4096, 4096, sms=40).split_k == 1
+    # Persistent configs are never split, and a split config's split is recomputed.
+    persistent = Sm90Config(128, 128, 1, 1, "coop", "persistent")
+    assert sm90_path.split_for(persistent, 128, 4096, 4096, 132) == persistent
+    streamk = Sm90Config(128, 128, 1, 1, "coop", "streamk")
+    assert sm90_path.split_for(streamk.with_split_k(3), 128, 28672, 8192, 132) == streamk
+    assert sm90_path.MAX_SPLIT_K == 4
+
+
+def test_sm90_picks_only_tiles_that_divide_n():
+    # N = 4160 = 65 x 64: only the 64-column ping-pong tiles divide it.
+    for M in (17, 64, 128, 1024, 4096):
+        cfg = pick(M, 4160, 4096)
+        assert cfg.path == "sm90" and cfg.schedule == "pingpong" and 4160 % cfg.tile_n == 0, (M, cfg)
+        assert PATHS["sm90"].fits(cfg, GemmProblem(M, 4160, 4096, 128), SM90) is None
+
+
+@pytest.mark.parametrize("N", [1024, 4096, 4160, 28672])
+@pytest.mark.parametrize("sms", [132, 114, 8])
+def test_sm90_heuristic_invariants(N, sms):
+    for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
+        cfg = pick(M, N, 8192, sms)
+        assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == (1, 1), (M, cfg)
+        assert cfg.with_split_k(1) in SM90_FULL, (M, cfg)
+        tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
+        # A split only on stream-K, and only where tiles x split stays within one wave.
+        assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= 4
+                                    and tiles * cfg.split_k <= sms), (M, cfg)
+        if M <= 128 and N % 128 == 0:
+            assert M <= cfg.tile_m, (M, cfg)  # up to 128 rows, the token tile that covers M
+        assert PATHS["sm90"].fits(cfg, GemmProblem(M, N, 8192, 128), SM90) is None, (M, cfg)
+
+
+def test_sm90_reduced_build_falls_back_by_token_tile():
+    minimal = [Sm90Config(128, 128, 1, 1, "coop", "persistent")]
+    for M in (17, 64, 128, 4096):  # no preferred schedule compiled: the one there is
+        assert pick(M, configs=minimal).name == "sm90_128x128x64_c1x1_coop_persistent"
+    two = [Sm90Config(64, 128, 1, 1, "coop", "persistent"), Sm90Config(256, 128, 1, 1, "coop", "streamk")]
+    # The smallest token tile covering M, else the largest.
+    assert sm90_path.heuristic(two, 40, 4096, 132).tile_m == 64
+    assert sm90_path.heuristic(two, 100, 4096, 132).tile_m == 256
+    assert sm90_path.heuristic(two, 5000, 4096, 132).tile_m == 256
+    # The minimal set (one schedule, its stream-K twin for fp16 int4): the twin covers M <= 128.
+    minimal_set = set_configs("minimal", "sm90", SM90)
+    assert [c.name for c in minimal_set] == ["sm90_128x128x64_c1x1_coop_persistent",
+                                             "sm90_128x128x64_c1x1_coop_streamk"]
+    assert pick(64, configs=minimal_set).name == "sm90_128x128x64_c1x1_coop_streamk_k4s"
+
+
+def test_sm90_without_a_tile_of_n():
+    only_128 = [c for c in SM90_FULL if c.tile_n == 128]
+    assert sm90_path.heuristic(only_128, 64, 4160, 132) is None
+    assert sm90_path.heuristic([], 64, 4096, 132) is None  # no sm90 config at all (a build without sm_90a)
+    assert PATHS["sm90"].choose(only_128, GemmProblem(64, 4160, 4096, 128), SM90, H100) is None
+    assert PATHS["sm90"].choose([], GemmProblem(64, 4096, 4096, 128), SM90, H100) is None
+
+
+# ===================================================================================================
+# split_variants
+# ===================================================================================================
+
+
+def test_split_variants():
+    streamk = Sm90Config(128, 128, 1, 1, "coop", "streamk")
+    problem = GemmProblem(64, 4096, 4096, 128)
+    assert [v.name for v in PATHS["sm90"].split_variants(streamk.with_split_k(2), problem, H100)] == [
+        "sm90_128x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k2s",
+        "sm90_128x128x64_c1x1_coop_streamk_k4s"]
+    # At most K / 64 and MAX_SPLIT_K; a persistent config only as it is.
+    assert PATHS["sm90"].split_variants(streamk, GemmProblem(64, 4096, 128, 128), H100) == [
+        streamk, streamk.with_split_k(2)]
+    assert PATHS["sm90"].split_variants(streamk, GemmProblem(64, 4096, 64, 64), H100) == [streamk]
+    persistent = Sm90Config(256, 128)
+    assert PATHS["sm90"].split_variants(persistent, problem, H100) == [persistent]
+    for v in PATHS["sm90"].split_variants(streamk, problem, H100):
+        assert PATHS["sm90"].fits(v, problem, SM90) is None
