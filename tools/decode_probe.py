@@ -19,7 +19,8 @@ import pathlib
 import torch
 
 import mixgemm
-from mixgemm import formats, ops, tuning
+from mixgemm import formats, ops
+from mixgemm.paths import decode
 from mixgemm.bench import timing
 
 SHAPES = [(4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192, 28672), (28672, 8192)]
@@ -50,18 +51,18 @@ def main() -> None:
         for M in args.m:
             x = torch.randn(M, K, device="cuda").to(dtype)
             auto = ops.resolve_config(M, first, "auto")
-            fitting = [c for c in mixgemm.compiled_configs(dtype, 4, path="gemv") if c.tile_m >= M]
-            rows = min(c.tile_m for c in fitting)  # the kernels of the fewest rows that take M
-            for config in (c for c in fitting if c.tile_m == rows):
+            fitting = [c for c in mixgemm.compiled_configs(dtype, 4, path="decode") if c.rows >= M]
+            rows = min(c.rows for c in fitting)  # the kernels of the fewest rows that take M
+            for config in (c for c in fitting if c.rows == rows):
                 times = {}
                 for split in args.splits:
-                    if split > K // config.warp_k:
+                    if split > K // decode.BATCH_K:
                         break
-                    cfg = config.with_split_k(split, "none" if split == 1 else "serial")
+                    cfg = config.with_split_k(split)
                     t = timing.time_fn([lambda w=w, c=cfg, x=x: mixgemm.gemm(x, w, None, c) for w in weights])
                     times[split] = t.median_us
                 best = min(times, key=times.get)
-                pick = tuning.gemv_split(config, N, K, sms).split_k
+                pick = decode.split_for(config, N, K, sms).split_k
                 line = " ".join(f"{s}:{us:.1f}" for s, us in times.items())
                 print(f"{K}x{N} M={M} {config.name} floor {floor_us:.1f} best split {best} {times[best]:.1f} us "
                       f"({times[best] / floor_us:.2f}x) heuristic {pick} "

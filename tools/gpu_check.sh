@@ -5,8 +5,8 @@
 #
 #   bash tools/gpu_check.sh            # everything
 #   SKIP_SANITIZER=1 SKIP_BENCH=1 ...  # parts
-#   SANITIZE_ARGS="--only sm90" ...    # the sanitizer on the sm90 (or "--only gemv": decode) kernels alone
-#   PYTEST_TARGETS="gpu/test_gemv_gpu.py" ...   # some tests only (paths under tests/)
+#   SANITIZE_ARGS="--only sm90" ...    # the sanitizer on the sm90 (or "--only decode") kernels alone
+#   PYTEST_TARGETS="paths/test_decode_gpu.py" ...   # some tests only (paths under tests/)
 #   PROBE=1 ...                        # also tools/path_probe.py (every kernel path on the DESIGN shapes)
 #   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py);
 #                                        a target "KxN:M:regex:layout:config" names the layout and config,

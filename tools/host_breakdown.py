@@ -19,7 +19,7 @@ import statistics
 import torch
 
 import mixgemm
-from mixgemm import _runtime, formats, library, ops
+from mixgemm import _runtime, formats, library, ops, workspace
 from mixgemm.bench.overhead import time_per_call
 from mixgemm.nn import QuantLinear
 
@@ -51,11 +51,10 @@ def main() -> None:
     plan = ops._plan_for("gemm", state, 1, "auto")
     out = torch.empty(1, N, device="cuda", dtype=dtype)
     stream = _runtime.current_stream(x.device)
-    workspace = ops._workspace(plan.device, stream, max(plan.workspace_bytes, 1))
-    extra = (plan.workspace_bytes if plan.config.path == "sm90" else
-             ops._semaphore_buffer(plan.device, stream, max(plan.semaphore_count, 1)).data_ptr())
+    scratch = workspace.scratch(plan.device, stream, max(plan.workspace_bytes, 1))
+    semaphores = workspace.semaphores(plan.device, stream, max(plan.semaphore_count, 1))
     addresses = (x.data_ptr(), packed.packed.data_ptr(), packed.scales.data_ptr(), packed.offsets.data_ptr(), 0,
-                 out.data_ptr(), workspace.data_ptr(), extra, stream)
+                 out.data_ptr(), scratch.data_ptr(), semaphores.data_ptr(), stream)
 
     def launch_only():
         plan.launch(*addresses)
@@ -65,7 +64,7 @@ def main() -> None:
         ("torch.matmul(x, w)", lambda: torch.matmul(x, dense)),
         ("torch.empty((1, N), ...)", lambda: torch.empty((1, N), dtype=dtype, device=x.device)),
         ("x.new_empty((1, N))", lambda: x.new_empty((1, N))),
-        ("workspace (cached)", lambda: ops._workspace(plan.device, stream, plan.workspace_bytes)),
+        ("workspace (cached)", lambda: workspace.scratch(plan.device, stream, plan.workspace_bytes)),
         ("workspace new_empty(bytes)", lambda: out.new_empty(plan.workspace_bytes or 1, dtype=torch.uint8)),
         ("stream_capturing()", _runtime.stream_capturing),
         ("current_stream(device)", lambda: _runtime.current_stream(x.device)),
@@ -76,7 +75,7 @@ def main() -> None:
         ("state.holds(packed)", lambda: state.holds(packed)),
         ("plan lookup (_plan_for)", lambda: ops._plan_for("gemm", state, 1, "auto")),
         (f"launch only ({plan.config.name})", launch_only),
-        ("ops._launch(plan, ...)", lambda: ops._launch(plan, x, packed, None, out)),
+        ("plan.run(...)", lambda: plan.run(x, packed, None, out, stream)),
         ("mixgemm.gemm(x, packed)", lambda: mixgemm.gemm(x, packed)),
         ("library.eager_call(x)", lambda: library.eager_call(x)),
         ("layer._eager_weight()", layer._eager_weight),

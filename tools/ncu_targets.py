@@ -15,7 +15,7 @@ import torch
 
 import mixgemm
 from mixgemm import formats, ops
-from mixgemm.config_names import from_name
+from mixgemm.paths import from_name
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--shape", default="8192x28672")

@@ -3,7 +3,7 @@
 
 For each shape and M, the kernel families named by ``--paths``:
   auto   ``config="auto"`` on both weight layouts;
-  gemv   the decode path on both layouts (its heuristic split), M <= 16;
+  decode the decode path on both layouts (its heuristic split), M <= 16;
   sm90   every compiled sm90 config (int4, fp16, zero points and, where compiled, scale-only), the stream-K
          ones also split K by each of ``--sm90-splits``;
   sm80   every compiled sm80 config on each layout it is compiled for, each with the heuristic's split for its
@@ -31,13 +31,14 @@ import re
 import torch
 
 import mixgemm
-from mixgemm import formats, ops, tuning
+from mixgemm import formats, ops
+from mixgemm.paths import decode, sm80
 from mixgemm.bench import peers, timing
 
 SHAPES = [(4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192, 28672), (28672, 8192)]
 MS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
 G = 128
-PATHS = ("auto", "gemv", "sm90", "sm80", "dequant")
+PATHS = ("auto", "decode", "sm90", "sm80", "dequant")
 # Marlin (symmetric int4, G = 128, fp16), us, measured on this H100 with the same protocol: DESIGN.md section 7.
 MARLIN_US = {
     (4096, 4096): {1: 14.5, 16: 15.4, 64: 24.0, 128: 21.6, 256: 28.3, 1024: 93.8, 4096: 426},
@@ -55,8 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", type=shape_list, default=SHAPES)
     parser.add_argument("--m", type=lambda t: [int(v) for v in t.split(",")], default=MS)
-    parser.add_argument("--paths", type=lambda t: t.split(","), default=["auto", "gemv", "sm90"],
-                        help=f"comma-separated subset of {','.join(PATHS)} (auto,gemv,sm90)")
+    parser.add_argument("--paths", type=lambda t: t.split(","), default=["auto", "decode", "sm90"],
+                        help=f"comma-separated subset of {','.join(PATHS)} (auto,decode,sm90)")
     parser.add_argument("--sm90-splits", type=lambda t: [int(v) for v in t.split(",")], default=[],
                         help="split-K factors (> 1) also timed on every sm90 stream-K config (none)")
     parser.add_argument("--sm80-stream-k", type=lambda t: [int(v) for v in t.split(",")], default=[],
@@ -106,25 +107,26 @@ def main() -> None:
                 for layout in layouts:
                     chosen = ops.resolve_config(M, packed(layout)[0], "auto")
                     run(f"auto[{layout}]={chosen.name}", (layout, True), "auto")
-            if "gemv" in args.paths and M <= 16:
+            if "decode" in args.paths and M <= 16:
                 for layout in layouts:
-                    configs = [c for c in mixgemm.compiled_configs(dtype, 4, path="gemv") if c.tile_m >= M]
+                    configs = [c for c in mixgemm.compiled_configs(dtype, 4, path="decode") if c.rows >= M]
                     for c in configs:
-                        cfg = tuning.gemv_split(c, N, K, sm_count)  # the decode path's split rule
+                        cfg = decode.split_for(c, N, K, sm_count)  # the decode path's split rule
                         run(f"{cfg.name}[{layout}]", (layout, True), cfg)
             for c in sm90_configs if "sm90" in args.paths else []:
                 if N % c.tile_n == 0:
                     run(c.name, ("sm90", True), c)
-                    if "scale" in mixgemm.config.sm90_modes(False, 4)[c.tile]:
+                    scale_only = mixgemm.paths.sm90.PATH.compiled(mixgemm.KernelKey.of(dtype, 4, "sm90", "scale"))
+                    if any(s.kernel_name == c.kernel_name for s in scale_only):
                         run(c.name + "[scale]", ("sm90", False), c)
                     for split in args.sm90_splits if c.scheduler == "streamk" else []:
                         if K // c.tile_k >= split > 1:
-                            cfg = c.with_split_k(split, "serial")
+                            cfg = c.with_split_k(split)
                             run(cfg.name, ("sm90", True), cfg)
             if "sm80" in args.paths:
                 for layout in layouts:
                     for c in mixgemm.compiled_configs(dtype, 4, path="sm80", layout=layout):
-                        cfg = tuning.heuristic_config([c], M, N, K, sm_count)  # the heuristic's split for this tile
+                        cfg = sm80.heuristic([c], M, N, K, sm_count)  # the heuristic's split for this tile
                         run(f"{cfg.name}[{layout}]", (layout, True), cfg)
                         for per_sm in args.sm80_stream_k:  # 0: the data-parallel grid, no split
                             cfg = c.with_split_k(per_sm * sm_count, "streamk") if per_sm else c
@@ -137,7 +139,7 @@ def main() -> None:
                     print(f"  cutlass2_fp16: {type(exc).__name__}: {str(exc)[:120]}")
             if "dequant" in args.paths:
                 for layout in layouts:
-                    run(f"dequant_cublas[{layout}]", (layout, True), mixgemm.GemmConfig.dequant())
+                    run(f"dequant_cublas[{layout}]", (layout, True), mixgemm.DequantConfig())
                     row[f"expand[{layout}]"] = timing.time_fn(
                         [lambda w=w: mixgemm.dequantize_weight(w) for w in packed(layout, True)]).median_us
                 row["awq_dequantize+cuBLAS"] = timing.time_fn(

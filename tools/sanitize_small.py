@@ -8,7 +8,7 @@ layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its confi
 M = 17 leaves a partial token tile), with and without zero points, bias on, and the stream-K ones also
 split K 2 ways.
 
-    python tools/sanitize_small.py [--only sm90|gemv|sm80|sm80_on_sm90_layout]
+    python tools/sanitize_small.py [--only sm90|decode|sm80|sm80_on_sm90_layout]
         # the sm90 kernels, the decode kernels, the sm80 path on both layouts, or its tiles on sm90-layout
         # weights alone (a full build's sm80 set under racecheck takes minutes)
 """
@@ -30,8 +30,6 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def sm90_cases(x: torch.Tensor, failures: list) -> None:
-    from mixgemm import sm90
-
     K, N, G = x.shape[1], 256, 128
     ckpt = {k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()}
     q, z = formats.unpack_awq(ckpt["qweight"]), formats.unpack_awq(ckpt["qzeros"])
@@ -39,14 +37,14 @@ def sm90_cases(x: torch.Tensor, failures: list) -> None:
     for zeros in (True, False):
         w = formats.dequantize(q, ckpt["scales"], z if zeros else None, group_size=G)
         ref = x.double() @ w + bias.double()
-        packed = sm90.prepack_sm90(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G)
-        for config in sm90.compiled_sm90_configs(torch.float16):
+        packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"] if zeros else None, G, layout="sm90")
+        for config in mixgemm.compiled_configs(torch.float16, path="sm90"):
             if N % config.tile_n:
                 continue
             # Stream-K configs also split K 2 ways (K = 384: 3 + 3 k-tiles): the split-K locks and partials.
             splits = (1, 2) if config.scheduler == "streamk" else (1,)
             for cfg in (config.with_split_k(s) for s in splits):
-                err = relative_error(sm90.gemm_sm90(x, packed, bias, config=cfg), ref)
+                err = relative_error(mixgemm.gemm(x, packed, bias, config=cfg), ref)
                 if not err < 3e-3:
                     failures.append(f"{cfg.name} zeros={zeros}: relative error {err:.2e}")
 
@@ -69,7 +67,7 @@ def prepacked_weights(K: int, N: int, G: int, dtype: torch.dtype, bits: int, lay
             for layout in layouts]
 
 
-def gemv_cases(x: torch.Tensor, failures: list) -> None:
+def decode_cases(x: torch.Tensor, failures: list) -> None:
     """The decode path on both weight layouts (the sm90 one is plain PyTorch to pack and mma.sync to run,
     so it needs no Hopper GPU): fp16 and bf16, int4 (G = 128, and G = 32 on the sm80 layout: two scale rows
     per batch) and int8, only rows up to each kernel's tile_m, and serial split-K only (a 6-batch K split 4
@@ -82,8 +80,8 @@ def gemv_cases(x: torch.Tensor, failures: list) -> None:
                    + prepacked_weights(K, N, 32, dtype, 4, ("sm80",))
                    + prepacked_weights(K, N, 128, dtype, 8, ("sm80", "sm90")))
         for packed, w in weights:
-            for config in mixgemm.compiled_configs(dtype, packed.bits, path="gemv"):
-                rows = slice(0, min(x.shape[0], config.tile_m))
+            for config in mixgemm.compiled_configs(dtype, packed.bits, path="decode"):
+                rows = slice(0, min(x.shape[0], config.rows))
                 ref = xs[rows].double() @ w.double()
                 for split in ((1, "none"), (4, "serial")):
                     cfg = config.with_split_k(*split)
@@ -118,7 +116,7 @@ def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("sm90", "gemv", "sm80", "sm80_on_sm90_layout"),
+    parser.add_argument("--only", choices=("sm90", "decode", "sm80", "sm80_on_sm90_layout"),
                         help="run only these kernels")
     only = parser.parse_args().only
     K, N, G, M = 384, 320, 128, 17
@@ -134,17 +132,15 @@ def main() -> int:
         if not err < tol:
             failures.append(f"{name}: relative error {err:.2e}")
 
-    from mixgemm import sm90
-
-    on_sm90 = torch.cuda.get_device_capability() == (9, 0) and sm90.available()
+    on_sm90 = torch.cuda.get_device_capability() == (9, 0) and mixgemm.compiled_configs(path="sm90") != []
     if only == "sm90":
         if not on_sm90:
             print("sanitize_small: --only sm90 needs an sm_90 GPU and a build with 90a")
             return 1
         sm90_cases(x, failures)
         return report(failures)
-    if only == "gemv":
-        gemv_cases(x, failures)
+    if only == "decode":
+        decode_cases(x, failures)
         return report(failures)
     if only == "sm80_on_sm90_layout":
         sm80_on_sm90_layout_cases(x, failures)
@@ -160,12 +156,12 @@ def main() -> int:
     if only == "sm80":
         sm80_on_sm90_layout_cases(x, failures)
         return report(failures)
-    gemv_cases(x, failures)
+    decode_cases(x, failures)
     sm80_on_sm90_layout_cases(x, failures)
     sm90_packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm90")
     # The dequant path's expansion kernel on both layouts (then cuBLAS).
     for weight in (packed, sm90_packed):
-        check(f"dequant_cublas ({weight.layout} layout)", mixgemm.gemm(x, weight, config=mixgemm.GemmConfig.dequant()),
+        check(f"dequant_cublas ({weight.layout} layout)", mixgemm.gemm(x, weight, config=mixgemm.DequantConfig()),
               3e-3)
     if on_sm90:
         sm90_cases(x, failures)
