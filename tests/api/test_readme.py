@@ -74,6 +74,19 @@ def test_the_test_command_is_pytest():
     assert shlex.split(SHELL_LINES[2]) == ["python", "-m", "pytest", "-q"]
 
 
+def test_the_test_command_enters_every_test_folder(pytestconfig):
+    """pytest silently skips folders whose names match its norecursedirs (build, dist, venv, dot-folders, ...):
+    no folder under tests/ may match one, or the README's command would never run its tests."""
+    import fnmatch
+
+    patterns = pytestconfig.getini("norecursedirs")
+    test_files = [f.relative_to(ROOT) for f in (ROOT / "tests").rglob("test_*.py")]
+    assert test_files and pytestconfig.getini("testpaths") == ["tests"]
+    skipped = sorted({str(f.parent) for f in test_files
+                      if any(fnmatch.fnmatch(part, p) for part in f.parent.parts[1:] for p in patterns)})
+    assert not skipped, f"pytest's norecursedirs {patterns} skip {skipped}"
+
+
 @pytest.fixture
 def cpu_references(monkeypatch):
     """The kernels' pure-PyTorch references in their place (tests/checkpoint/cpu_references.py), for the names

@@ -245,10 +245,10 @@ def test_the_key_names_the_python_key():
     ("sm90", "sm90_64x64x64_c1x1_coop_persistent"),
 ])
 def test_uncompiled_config_name(path, name):
-    k = key(layout="sm90" if path == "sm90" else "sm80")
+    layout = "sm90" if path == "sm90" else "sm80"
     with pytest.raises(ValueError, match=rf"^gemm \({path} path\): config {name} is not compiled into this build "
-                                         rf"for fp16 int4"):
-        _C.prepare(path, name, k, 4, 128, 256, 128)
+                                         rf"for fp16-int4-{layout}-scale_offset$"):
+        _C.prepare(path, name, key(layout=layout), 4, 128, 256, 128)
 
 
 @pytest.mark.parametrize("path", BOUND_PATHS)
