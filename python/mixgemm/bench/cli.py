@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", parents=[common], help="compare every peer on a set of shapes")
     bench.add_argument("--shapes", type=parse_shapes, default="design",
-                       help="'design' (DESIGN.md s.7), 'quick', or KxN[,KxN...]")
+                       help="'design' (docs/DESIGN.md s.7), 'quick', or KxN[,KxN...]")
     bench.add_argument("--m", type=parse_ms, default=None, help=(
         f"M values (design: {','.join(map(str, DESIGN_MS))}; quick: {','.join(map(str, QUICK_MS))})"))
     bench.add_argument("--peers", type=parse_peers, default=list(PEER_NAMES),
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("tune", "sweep, then cache the fastest config per M bucket")):
         p = sub.add_parser(name, parents=[common], help=text)
         p.add_argument("--shape", type=parse_shape, required=True, help="KxN")
-        p.add_argument("--m", type=parse_ms, default=list(DESIGN_MS), help="M values (DESIGN.md s.7's list)")
+        p.add_argument("--m", type=parse_ms, default=list(DESIGN_MS), help="M values (docs/DESIGN.md s.7's list)")
         p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
         p.add_argument("--layout", choices=("auto", *LAYOUTS, "all"), default="auto" if name == "tune" else "all",
                        help="weight layouts whose paths compete: the GPU's own ('auto'), one, or every layout "
