@@ -35,16 +35,22 @@ def fresh_model():
     return TinyModel().half()
 
 
+def assert_refused_unchanged(model, folder, match: str) -> None:
+    """replace_quantized_linears(model, folder) raises a ValueError matching ``match`` and leaves every module,
+    parameter and buffer of the model as it was."""
+    before = snapshot(model)
+    with pytest.raises(ValueError, match=match):
+        replace_quantized_linears(model, folder, device="cpu")
+    assert_unchanged(model, before)
+
+
 def test_nan_scale_in_the_last_layer_leaves_the_model_unchanged(cpu_kernels, checkpoint):
     folder, _, _ = checkpoint
     # Column 3 of every group (K = 192, G = 64: 3 rows of scales) NaN.
     path = rewrite_tensor(folder, f"{LAST_LAYER}.scales", lambda t: t.index_fill_(1, torch.tensor([3]), float("nan")))
     model = fresh_model()
-    before = snapshot(model)
-    with pytest.raises(ValueError, match=rf"^{re.escape(LAST_LAYER)}.scales in {re.escape(path)} holds 3 NaN or inf "
-                                         r"values"):
-        replace_quantized_linears(model, folder, device="cpu")
-    assert_unchanged(model, before)
+    assert_refused_unchanged(model, folder, rf"^{re.escape(LAST_LAYER)}.scales in {re.escape(path)} holds 3 NaN or inf "
+                                            r"values")
 
 
 def test_prepack_failing_on_a_late_layer_leaves_the_model_unchanged(monkeypatch, checkpoint):
@@ -70,22 +76,16 @@ def test_a_dense_tensor_of_the_wrong_shape_leaves_the_model_unchanged(cpu_kernel
     folder, _, _ = checkpoint
     model = fresh_model()
     model.lm_head = torch.nn.Linear(128, 32, bias=False).half()  # the checkpoint's lm_head is 128 -> 64
-    before = snapshot(model)
-    with pytest.raises(ValueError, match=r"^replace_quantized_linears: lm_head.weight has shape \(32, 128\) in the "
-                                         r"model but \(64, 128\) in the checkpoint \(.*safetensors\)"):
-        replace_quantized_linears(model, folder, device="cpu")
-    assert_unchanged(model, before)
+    assert_refused_unchanged(model, folder, r"^replace_quantized_linears: lm_head.weight has shape \(32, 128\) in the "
+                                            r"model but \(64, 128\) in the checkpoint \(.*safetensors\)")
 
 
 def test_a_wrong_linear_late_in_the_model_leaves_it_unchanged(cpu_kernels, checkpoint):
     folder, _, _ = checkpoint
     model = fresh_model()
     model.model.layers[1].down_proj = torch.nn.Linear(256, 128, bias=False).half()
-    before = snapshot(model)
-    with pytest.raises(ValueError, match=rf"{re.escape(LAST_LAYER)} is a Linear\(256 -> 128\) in the model but "
-                                         r"\(192 -> 128\) in the checkpoint"):
-        replace_quantized_linears(model, folder, device="cpu")
-    assert_unchanged(model, before)
+    assert_refused_unchanged(model, folder, rf"{re.escape(LAST_LAYER)} is a Linear\(256 -> 128\) in the model but "
+                                            r"\(192 -> 128\) in the checkpoint")
 
 
 def test_a_truncated_shard_leaves_the_model_unchanged(cpu_kernels, checkpoint):
@@ -93,10 +93,7 @@ def test_a_truncated_shard_leaves_the_model_unchanged(cpu_kernels, checkpoint):
     shard = CheckpointFiles(folder).path_of("model.norm.weight")
     truncate_file(shard, 0.9)
     model = fresh_model()
-    before = snapshot(model)
-    with pytest.raises(ValueError, match=rf"{re.escape(shard)} is not a readable safetensors file"):
-        replace_quantized_linears(model, folder, device="cpu")
-    assert_unchanged(model, before)
+    assert_refused_unchanged(model, folder, rf"{re.escape(shard)} is not a readable safetensors file")
 
 
 def test_success_swaps_every_layer_and_loads_every_tensor(cpu_kernels, checkpoint):
@@ -161,12 +158,9 @@ def test_meta_parameter_the_checkpoint_lacks_is_an_error(cpu_kernels, tmp_path):
     write_model(tmp_path, source, "awq", 4, 64, False)
     model = meta_model()
     model.model.extra = torch.nn.LayerNorm(128, device="meta", dtype=F16)  # not in the checkpoint
-    before = snapshot(model)
-    with pytest.raises(ValueError, match=r"^replace_quantized_linears: 2 parameters of the model are on the meta "
-                                         r"device but not in .*, so they would have no values: \['model.extra.weight', "
-                                         r"'model.extra.bias'\]"):
-        replace_quantized_linears(model, tmp_path, device="cpu")
-    assert_unchanged(model, before)
+    assert_refused_unchanged(model, tmp_path, r"^replace_quantized_linears: 2 parameters of the model are on the "
+                                              r"meta device but not in .*, so they would have no values: "
+                                              r"\['model.extra.weight', 'model.extra.bias'\]")
 
 
 def test_meta_buffer_of_a_plain_module_cannot_be_recomputed(cpu_kernels, tmp_path):
@@ -174,11 +168,9 @@ def test_meta_buffer_of_a_plain_module_cannot_be_recomputed(cpu_kernels, tmp_pat
     write_model(tmp_path, TinyModel().half(), "awq", 4, 64, False)
     model = meta_model()
     model.model.norm.register_buffer("table", torch.empty(4, device="meta"), persistent=False)
-    before = snapshot(model)
-    with pytest.raises(ValueError, match=r"the model's buffers \['model.norm.table'\] are on the meta device and not "
-                                         r"in .*only a transformers model's own _init_weights can recompute"):
-        replace_quantized_linears(model, tmp_path, device="cpu")
-    assert_unchanged(model, before)
+    assert_refused_unchanged(model, tmp_path, r"the model's buffers \['model.norm.table'\] are on the meta device "
+                                              r"and not in .*only a transformers model's own _init_weights can "
+                                              r"recompute")
 
 
 def test_tied_meta_weights_stay_tied(cpu_kernels, tmp_path):
