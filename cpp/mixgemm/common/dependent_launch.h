@@ -1,5 +1,5 @@
 // The launch, and the kernel-side wait, of the kernels that start as programmatic dependents (the decode
-// kernel, gemv/launch_gemv.cuh, and the read_floor peer, which is timed beside it and must start the
+// kernel, decode/launch.cuh, and the read_floor peer, which is timed beside it and must start the
 // same way).
 //
 // From compute capability 9.0 on, such a launch lets the grid start while the kernel before it on the

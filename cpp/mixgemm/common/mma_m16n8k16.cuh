@@ -6,7 +6,7 @@
 //                         {a4,a5} = row c,   k 2t+8..+9;  {a6,a7} = row c+8, same k.
 //   B (16x8, "col"):      {b0,b1} = k 2t..2t+1, column c;  {b2,b3} = k 2t+8..2t+9, column c.
 //   C (16x8):             {c0,c1} = row c, columns 2t..2t+1;  {c2,c3} = row c+8.
-// How each weight layout stores a lane's codes of these fragments is in cpp/include/mixgemm/layout/.
+// How each weight layout stores a lane's codes of these fragments is in cpp/mixgemm/layout/.
 #pragma once
 
 #include <cuda_bf16.h>

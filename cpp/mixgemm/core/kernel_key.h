@@ -14,7 +14,7 @@ namespace mixgemm {
 
 enum class ActType : int { kFloat16 = 0, kBFloat16 = 1 };
 
-// How the packed weight is laid out (PackedWeight.layout in Python; cpp/include/mixgemm/layout/ holds each
+// How the packed weight is laid out (PackedWeight.layout in Python; cpp/mixgemm/layout/ holds each
 // layout's code): the sm80 layout (unsigned codes, [N/64, K/16, 32, Bits/4 * 4] words) and the sm90 layout
 // (signed codes, [K/16, N/16, 32, Bits/4] words).
 enum class WeightLayout : int { kSm80 = 0, kSm90 = 1 };

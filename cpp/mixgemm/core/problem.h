@@ -3,7 +3,8 @@
 // GemmShape is one dense problem, D[M, N] = A[M, K] . dequant(W[K, N]) with one scale row per group_size
 // rows of K. A grouped problem (mixture-of-experts: one such product per expert, each on its own rows of
 // A) is a GemmShape per group plus the routing; the sm80 kernel reads its problem only through its
-// schedule (gemm/kernel/schedule_*.cuh), which is where a grouped schedule plugs in.
+// schedule (its Schedule parameter: sm80/kernel/data_parallel.cuh, stream_k.cuh), which is where a grouped
+// schedule plugs in.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ enum class SplitKMode : int {
   kNone = 0,      // one block per output tile covers all of K
   kSerial = 1,    // every split writes fp32 partials; the tile's last split sums them in split order
   kParallel = 2,  // every split writes fp32 partials; a second kernel sums them (sm80 path)
-  kStreamK = 3,   // split_k blocks share all tiles' k-tiles equally (sm80 path, gemm/kernel/stream_k_partition.h)
+  kStreamK = 3,   // split_k blocks share all tiles' k-tiles equally (sm80 path, sm80/kernel/stream_k_partition.h)
 };
 
 struct Split {

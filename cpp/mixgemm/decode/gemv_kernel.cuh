@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   constexpr int kRound = kDepth * kWarps;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Programmatic dependent launch (launch_gemv.cuh launches with it on sm_90+): this grid may start while
+  // Programmatic dependent launch (decode/launch.cuh launches with it on sm_90+): this grid may start while
   // the kernel before it on the stream still runs, so nothing it reads or writes may be touched before
   // griddepcontrol.wait, which returns once that kernel has finished and its writes are visible. What can
   // go first is asking L2 for the weight lines of the warp's first batches, and their scale rows: the

@@ -8,7 +8,7 @@
 //     decode path applies after the mma (RowForm below);
 //   - load<kSlabs>() / prefetch<kSlabs>(): where a lane finds its words of a 64-column strip's slabs in
 //     global memory (the decode and dequant paths; the sm80 main loop copies whole k-tiles instead,
-//     gemm/threadblock/packed_b_tile.cuh).
+//     sm80/threadblock/packed_b_tile.cuh).
 #pragma once
 
 #include <cuda_fp16.h>

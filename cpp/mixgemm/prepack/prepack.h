@@ -1,6 +1,6 @@
 // Host API of the prepack layer: AWQ checkpoints -> the "mixgemm int4 v1" kernel layout.
 //
-// The layout itself is specified (and tested on the CPU) by python/mixgemm/prepack_ref.py; the
+// The layout itself is specified (and tested on the CPU) by python/mixgemm/layouts/sm80.py; the
 // device-side pieces live in prepack_awq.cuh. Like the rest of the core, these functions never
 // allocate: callers pass device pointers, sizes and a stream. Broken shape rules throw
 // std::invalid_argument, failed launches std::runtime_error (see core/check.h).

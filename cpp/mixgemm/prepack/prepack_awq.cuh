@@ -1,6 +1,6 @@
 // Device side of AWQ -> "mixgemm int4 v1" prepack: layout arithmetic and the two kernels.
 //
-// The kernel layout (spec and CPU twin: python/mixgemm/prepack_ref.py):
+// The kernel layout (spec and CPU twin: python/mixgemm/layouts/sm80.py):
 //   packed: int32 [N/64, K/16, 32, 4]. Word (nb, kb, lane, j) is the B register that `lane` feeds to
 //   mma.sync.m16n8k16 for the 16(k) x 16(n) sub-block j of the 16 x 64 block (kb, nb). With
 //   t = lane % 4, c = lane / 4:  n0 = 64 nb + 16 j + c,  n1 = n0 + 8,  k0 = 16 kb + 2 t, and the

@@ -1,6 +1,6 @@
 // Launcher template of the sm90 path: one call's CUTLASS arguments, workspace size and launch for one
 // compiled configuration. The generator explicitly instantiates these per (config, dtype, bits, mode);
-// sm90_runner.cu checks our rules first (can_implement there), so CUTLASS's own check is a backstop.
+// runner.cu checks our rules first (can_implement there), so CUTLASS's own check is a backstop.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -15,7 +15,7 @@
 //   int8, registers hold values [0, 2, 1, 3] twice (pos(v) = 2 j + h + 4 q):
 //        n = (g, h) strides (32, 1); k = (j, t, q) strides (2, 8, 4)
 // Blocks are then laid out N-block fastest: block (nb, kb) starts at element 256 (nb + (N / 16) kb)
-// (cute::tile_to_shape's column-major block order). python/mixgemm/sm90_layout.py is the PyTorch twin.
+// (cute::tile_to_shape's column-major block order). python/mixgemm/layouts/sm90.py is the PyTorch twin.
 // The size-1 modes reproduce CUTLASS's atom type exactly, so the collective sees the same layout type.
 #pragma once
 

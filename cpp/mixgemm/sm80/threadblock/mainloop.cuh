@@ -266,7 +266,7 @@ struct Mainloop {
   // into the stage k-tile i - 1 used: that waits for the slowest warp to finish k-tile i - 1, while this
   // warp has already finished k-tile i, so warps drift up to a k-tile apart. (Issued after k-tile i rather
   // than before it, the copies run one k-tile behind the __syncthreads() loop's: hence 4 stages for the
-  // 128 x 256 tile against its 3 there, tools/generate_kernels.py.)
+  // 128 x 256 tile against its 3 there, cpp/generator/kernel_sets.py.)
   __device__ static void run_with_stage_barriers(const Problem& p, uint8_t* smem, int kt_begin, int num_tiles,
                                                  float (&acc)[kMmaM][kMmaN][4], Pipeline& pipe) {
     const uint32_t smem_base = shared_address(smem);
