@@ -85,26 +85,37 @@ def choose(config_arg, problem: GemmProblem, key: KernelKey, gpu: Gpu, tuned=Non
     for the key and fits the problem, else the heuristic; for a path's name that path's heuristic choice; a config
     is checked (compiled for the key, fits the problem). ValueError names what is wrong."""
     candidates = compiled(key)
+    check_config(config_arg, key, candidates)
     if config_arg == AUTO:
         if tuned is not None and _usable(tuned, candidates, problem, key):
             return tuned
         return heuristic(candidates, problem, key, gpu)
     if isinstance(config_arg, str):
-        if config_arg not in PATHS:
-            raise ValueError(f"gemm: config must be 'auto', a path name ({', '.join(PATHS)}) or a GemmConfig, got "
-                             f"{config_arg!r}")
-        if key.layout not in PATHS[config_arg].layouts:
-            raise ValueError(f"gemm: the {config_arg} path does not read weights in the {key.layout!r} layout")
         try:
             return heuristic(candidates, problem, key, gpu, order=(config_arg,))
         except RuntimeError as error:
             raise ValueError(f"gemm: config={config_arg!r}: {error}") from None
-    check_compiled(config_arg, candidates, key)
     reason = PATHS[config_arg.path].fits(config_arg, problem, key)
     if reason is not None:
         raise ValueError(f"gemm: config {config_arg.name} cannot run M = {problem.M}, N = {problem.N}, "
                          f"K = {problem.K}, group_size = {problem.group_size}: {reason}")
     return config_arg
+
+
+def check_config(config_arg, key: KernelKey, candidates: dict[str, list[GemmConfig]] | None = None) -> None:
+    """The rules of a config argument that hold whatever the rows: ``"auto"``; a path's name, of a path that reads
+    the key's layout; or a GemmConfig compiled for the key (``candidates``: :func:`compiled`'s, when the caller
+    has them). ValueError names the broken one."""
+    if isinstance(config_arg, str):
+        if config_arg == AUTO:
+            return
+        if config_arg not in PATHS:
+            raise ValueError(f"gemm: config must be 'auto', a path name ({', '.join(PATHS)}) or a GemmConfig, got "
+                             f"{config_arg!r}")
+        if key.layout not in PATHS[config_arg].layouts:
+            raise ValueError(f"gemm: the {config_arg} path does not read weights in the {key.layout!r} layout")
+        return
+    check_compiled(config_arg, compiled(key) if candidates is None else candidates, key)
 
 
 def check_compiled(config, candidates: dict[str, list[GemmConfig]], key: KernelKey) -> None:

@@ -145,41 +145,12 @@ def clear_plans() -> None:
 tuning_cache.on_save.append(clear_plans)
 
 
-def _check_config_arg(config) -> None:
-    """``config`` must be "auto", a path's name or a GemmConfig (whether it is compiled for the weight is
-    dispatch's rule, which needs the weight)."""
-    if isinstance(config, GemmConfig):
-        return
-    if isinstance(config, str):
-        from .paths import PATHS
-
-        if config == "auto" or config in PATHS:
-            return
-        raise ValueError(f"gemm: config must be 'auto', a path name ({', '.join(PATHS)}) or a GemmConfig, got "
-                         f"{config!r}")
-    raise ValueError(f"gemm: config must be 'auto', a path name or a GemmConfig, got {type(config).__name__}")
-
-
-def _check_config_fits_weight(state: _WeightState, config) -> None:
-    """The rules of ``config`` that need no rows: a path's name must read the weight's layout, a GemmConfig be
-    compiled for its key."""
-    _check_config_arg(config)
-    if isinstance(config, GemmConfig):
-        dispatch.check_compiled(config, dispatch.compiled(state.key), state.key)
-    elif config != "auto":
-        from .paths import PATHS
-
-        if state.layout not in PATHS[config].layouts:
-            raise ValueError(f"gemm: the {config} path does not read weights in the {state.layout!r} layout")
-
-
 def _choose(fn: str, state: _WeightState, M: int, config) -> GemmConfig:
     """The config an (M, config) call on ``state``'s weight runs (mixgemm.dispatch)."""
-    gpu = device.facts(fn, state.device)  # device rules first, then the config's
-    _check_config_arg(config)
+    gpu = device.facts(fn, state.device)  # device rules first, then the config's (dispatch.choose)
     problem = state.problem(M)
     tuned = None
-    if config == "auto":
+    if isinstance(config, str) and config == "auto":
         # Tuned under the weight's own key, else under a key of the kernels that also run it (tune times
         # weights with zero points: its winners serve symmetric sm90-layout weights too).
         for kernel_key in state.key.kernel_keys():
@@ -273,7 +244,7 @@ def gemm(x: torch.Tensor, packed: PackedWeight, bias: torch.Tensor | None = None
     M = x2.shape[0]
     out = x2.new_empty((M, state.n))
     if M == 0:
-        _check_config_fits_weight(state, config)  # nothing to launch; a bad config errs
+        dispatch.check_config(config, state.key)  # nothing to launch; a bad config errs
     else:
         plan = _plan_for(fn, state, M, config)
         with device_guard(plan.device):
