@@ -88,6 +88,26 @@ class GemmConfig:
         return {"path": self.path, **dataclasses.asdict(self)}
 
 
+class SerialSplitConfig(GemmConfig):
+    """A config whose path splits K only serially (the decode and sm90 paths): the mode follows from ``split_k``."""
+
+    @property
+    def split_k_mode(self) -> str:
+        return "none" if self.split_k == 1 else "serial"
+
+    def _split_fields(self, split_k: int, mode: str) -> dict:
+        check_split(type(self).__name__, split_k, mode, ("none", "serial"))
+        return {"split_k": split_k}
+
+
+def check_positive_ints(config: GemmConfig, names: tuple[str, ...]) -> None:
+    """Each of ``config``'s fields ``names`` must be a positive int (not a bool)."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{type(config).__name__}: {name} must be a positive int, got {value!r}")
+
+
 def check_split(cls_name: str, split_k, mode: str, modes: tuple[str, ...]) -> None:
     """The rules of a split every path shares: a positive int count, one of the path's ``modes``, and count 1
     exactly with mode "none" (stream-K counts blocks, not splits)."""

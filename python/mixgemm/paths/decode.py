@@ -12,14 +12,15 @@ import dataclasses
 import re
 
 from ..kernel_key import KernelKey
-from .base import SPLIT_SUFFIX, GemmConfig, GemmProblem, Gpu, KernelPath, check_split, split_of
+from .base import (SPLIT_SUFFIX, GemmProblem, Gpu, KernelPath, SerialSplitConfig, check_positive_ints,
+                   check_split, split_of)
 
 STRIP_N = 64  # columns per block
 BATCH_K = 64  # K rows per warp step
 
 
 @dataclasses.dataclass(frozen=True)
-class DecodeConfig(GemmConfig):
+class DecodeConfig(SerialSplitConfig):
     """A decode kernel for up to ``rows`` rows of x with ``warps`` warps per block, split ``split_k`` ways."""
 
     rows: int
@@ -31,17 +32,8 @@ class DecodeConfig(GemmConfig):
     def __post_init__(self) -> None:
         if self.rows not in (8, 16) or isinstance(self.rows, bool):
             raise ValueError(f"DecodeConfig: rows must be 8 or 16 (one or two n8 mma tiles), got {self.rows!r}")
-        if not isinstance(self.warps, int) or isinstance(self.warps, bool) or self.warps < 1:
-            raise ValueError(f"DecodeConfig: warps must be a positive int, got {self.warps!r}")
+        check_positive_ints(self, ("warps",))
         check_split("DecodeConfig", self.split_k, self.split_k_mode, ("none", "serial"))
-
-    @property
-    def split_k_mode(self) -> str:
-        return "none" if self.split_k == 1 else "serial"
-
-    def _split_fields(self, split_k: int, mode: str) -> dict:
-        check_split("DecodeConfig", split_k, mode, ("none", "serial"))
-        return {"split_k": split_k}
 
     @property
     def kernel_name(self) -> str:

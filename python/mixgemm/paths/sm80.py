@@ -14,7 +14,8 @@ import math
 import re
 
 from ..kernel_key import KernelKey
-from .base import SPLIT_SUFFIX, GemmConfig, GemmProblem, Gpu, KernelPath, check_split, split_of
+from .base import (SPLIT_SUFFIX, GemmConfig, GemmProblem, Gpu, KernelPath, check_positive_ints, check_split,
+                   split_of)
 
 TILE_K = 64  # the main loop's k-tile
 
@@ -36,10 +37,7 @@ class Sm80Config(GemmConfig):
     path = "sm80"
 
     def __post_init__(self) -> None:
-        for name in ("tile_m", "tile_n", "tile_k", "warp_m", "warp_n", "warp_k", "stages"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Sm80Config: {name} must be a positive int, got {value!r}")
+        check_positive_ints(self, ("tile_m", "tile_n", "tile_k", "warp_m", "warp_n", "warp_k", "stages"))
         check_split("Sm80Config", self.split_k, self.split_k_mode, ("none", "serial", "parallel", "streamk"))
 
     @property

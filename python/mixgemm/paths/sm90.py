@@ -19,7 +19,7 @@ import re
 import torch
 
 from ..kernel_key import KernelKey
-from .base import GemmConfig, GemmProblem, Gpu, KernelPath, check_split
+from .base import GemmProblem, Gpu, KernelPath, SerialSplitConfig, check_positive_ints, check_split
 
 TILE_K = 64  # 128 bytes of 16-bit x per k-tile
 SCHEDULES = ("coop", "pingpong")
@@ -27,7 +27,7 @@ SCHEDULERS = ("persistent", "streamk")
 
 
 @dataclasses.dataclass(frozen=True)
-class Sm90Config(GemmConfig):
+class Sm90Config(SerialSplitConfig):
     """An sm90-path kernel: token tile x weight tile, cluster, schedule, tile scheduler, and a split of K (stream-K
     schedulers only)."""
 
@@ -43,10 +43,7 @@ class Sm90Config(GemmConfig):
     tile_k = TILE_K
 
     def __post_init__(self) -> None:
-        for name in ("tile_m", "tile_n", "cluster_m", "cluster_n"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Sm90Config: {name} must be a positive int, got {value!r}")
+        check_positive_ints(self, ("tile_m", "tile_n", "cluster_m", "cluster_n"))
         if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
             raise ValueError(f"Sm90Config: schedule must be one of {SCHEDULES} and scheduler one of {SCHEDULERS}, "
                              f"got {self.schedule!r}, {self.scheduler!r}")
@@ -54,14 +51,6 @@ class Sm90Config(GemmConfig):
         if self.split_k > 1 and self.scheduler != "streamk":
             raise ValueError("Sm90Config: an sm90 config splits K only through its stream-K scheduler: split_k > 1 "
                              "needs scheduler 'streamk'")
-
-    @property
-    def split_k_mode(self) -> str:
-        return "none" if self.split_k == 1 else "serial"
-
-    def _split_fields(self, split_k: int, mode: str) -> dict:
-        check_split("Sm90Config", split_k, mode, ("none", "serial"))
-        return {"split_k": split_k}
 
     @property
     def kernel_name(self) -> str:
