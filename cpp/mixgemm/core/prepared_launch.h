@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "mixgemm/core/kernel_key.h"
 #include "mixgemm/core/problem.h"
 
 namespace mixgemm {
@@ -39,6 +40,14 @@ class PreparedLaunch {
   WorkspaceSize scratch_;
   Run run_;
 };
+
+// A prepared launch's description (the Python object's repr), the same for every path: "sm80 <config> split_k=2
+// fp16-int4-sm80-scale_offset M=16 N=4096 K=4096".
+inline std::string describe_launch(const std::string& path, const std::string& config, const KernelKey& key,
+                                   const GemmShape& shape, const Split& split) {
+  return path + " " + config + " split_k=" + std::to_string(split.split_k) + " " + key.name() +
+         " M=" + std::to_string(shape.M) + " N=" + std::to_string(shape.N) + " K=" + std::to_string(shape.K);
+}
 
 template <typename T>
 T* address_of(std::uintptr_t address) {

@@ -71,9 +71,7 @@ PreparedLaunch prepare(const DecodeConfig& config, const KernelKey& key, const G
   const LaunchFn launch = kRegistry.find(config, key, fold_k_for(shape.group_size))->launch;
   const WorkspaceSize scratch = workspace_size(shape, split);
   const GemmArgs bound = shape_args(shape, split);
-  const std::string what = "decode " + config.name() + " split_k=" + std::to_string(split.split_k) + " " +
-                           key.name() + " M=" + std::to_string(shape.M) + " N=" + std::to_string(shape.N) +
-                           " K=" + std::to_string(shape.K);
+  const std::string what = describe_launch("decode", config.name(), key, shape, split);
   return PreparedLaunch(what, scratch, [launch, bound, scratch](const CallAddresses& a, cudaStream_t stream) {
     const GemmArgs args = with_addresses(bound, a);
     check_addresses(args, scratch);

@@ -85,9 +85,7 @@ PreparedLaunch prepare(const TileConfig& config, const KernelKey& key, const Gem
   const LaunchFn launch = entry->launch;
   const WorkspaceSize scratch = workspace_size(config, shape, split);
   const GemmArgs bound = shape_args(shape, split);
-  const std::string what = "sm80 " + config.name() + " split_k=" + std::to_string(split.split_k) + " " + key.name() +
-                           " M=" + std::to_string(shape.M) + " N=" + std::to_string(shape.N) +
-                           " K=" + std::to_string(shape.K);
+  const std::string what = describe_launch("sm80", config.name(), key, shape, split);
   return PreparedLaunch(what, scratch, [launch, bound, scratch](const CallAddresses& a, cudaStream_t stream) {
     const GemmArgs args = with_addresses(bound, a);
     check_addresses(args, scratch);

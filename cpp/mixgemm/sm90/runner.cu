@@ -106,9 +106,7 @@ PreparedLaunch prepare(const Config& config, const KernelKey& key, const GemmSha
   const WorkspaceSize scratch{need.bytes, need.locks};
   const Args bound = shape_args(shape, split, scratch, info.sm_count);
   const QuantMode quant = key.quant;
-  const std::string what = "sm90 " + config.name() + " split_k=" + std::to_string(split.split_k) + " " + key.name() +
-                           " M=" + std::to_string(shape.M) + " N=" + std::to_string(shape.N) +
-                           " K=" + std::to_string(shape.K);
+  const std::string what = describe_launch("sm90", config.name(), key, shape, split);
   return PreparedLaunch(what, scratch, [kernel, bound, quant](const CallAddresses& a, cudaStream_t stream) {
     const Args args = with_addresses(bound, a, quant);
     check_addresses(args);
