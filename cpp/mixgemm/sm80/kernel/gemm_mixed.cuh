@@ -3,12 +3,14 @@
 // and K split) and StreamK (stream_k.cuh: resident blocks sharing every tile's k-tiles) are compiled for every
 // tile, and the host picks one by the split mode (device/launch.cuh). A schedule owns the mapping from a
 // block to its tiles and K ranges and the hand-over of partial tiles; the tile's output code
-// (tile_output.cuh) and the main loop read only the problem, so a grouped schedule plugs in here.
+// (tile_output.cuh) and the main loop read only the problem, so the grouped schedule of mixture-of-experts
+// (grouped.cuh, launched by cpp/mixgemm/moe/) plugs in here too.
 #pragma once
 
 #include <cstdint>
 
 #include "mixgemm/sm80/kernel/data_parallel.cuh"
+#include "mixgemm/sm80/kernel/grouped.cuh"
 #include "mixgemm/sm80/kernel/kernel_params.h"
 #include "mixgemm/sm80/kernel/stream_k.cuh"
 #include "mixgemm/sm80/threadblock/mainloop.cuh"

@@ -16,7 +16,9 @@
 
 namespace mixgemm::sm80::threadblock {
 
-template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int WarpM, int WarpN, int Stages>
+// kGatherA: A's rows gathered through the problem's a_rows (the grouped schedule, kernel/grouped.cuh).
+template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int WarpM, int WarpN, int Stages,
+          bool kGatherA = false>
 struct Mainloop {
   static_assert(TileM % WarpM == 0 && TileN % WarpN == 0, "warp tiles must divide the threadblock tile");
   static_assert(WarpM % 16 == 0, "WarpM must be a multiple of the mma's 16 rows");
@@ -37,7 +39,7 @@ struct Mainloop {
   static constexpr int kMinBlocksPerSM = TileM <= 16 ? 4 : (TileM == 64 && TileN == 128 ? 3 : 1);
   static constexpr int kMmaM = WarpM / 16;        // 16-row A fragments per warp
   using Layout = StageLayout<Bits, TileM, TileN>;
-  using Loader = TileLoader<T, Bits, kWeightLayout, TileM, TileN, kThreads>;
+  using Loader = TileLoader<T, Bits, kWeightLayout, TileM, TileN, kThreads, kGatherA>;
   using BTile = typename Loader::BTile;
   using Problem = typename Loader::Problem;
   static constexpr int kWords = WarpN / kBlockN;  // 16 x 16 sub-blocks per lane per k16 slab

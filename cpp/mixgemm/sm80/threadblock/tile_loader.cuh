@@ -41,7 +41,9 @@ struct StageLayout {
   static constexpr int kStageBytes = kQuantOffset + 2 * kQuantRows * kQuantBytes;
 };
 
-template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int Threads>
+// kGatherA: A's rows come through Problem::a_rows (the grouped GEMM). A template flag, not a null test, so the
+// dense kernels keep their registers: a run-time pointer kept alive across stream-K's segments made them spill.
+template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int Threads, bool kGatherA = false>
 class TileLoader {
  public:
   using Layout = StageLayout<Bits, TileM, TileN>;
@@ -67,6 +69,9 @@ class TileLoader {
     const T* offsets;
     int M, N, K, group_size;
     int m0, n0;  // this threadblock's first output row and column
+    // Gathered A (kGatherA, the grouped GEMM of mixture-of-experts): tile row r reads row a_rows[m0 + r] of A,
+    // so a block's rows are the tokens routed to its expert wherever they sit in x. Otherwise row m0 + r.
+    const int32_t* a_rows = nullptr;
   };
 
   // Prepares the copies of k-tiles kt_begin, kt_begin + 1, ... (load() takes them in that order).
@@ -74,13 +79,17 @@ class TileLoader {
     const int t = threadIdx.x;
 
     // A. Rows past M re-read row M - 1 (see cp_async_16): they only reach accumulator rows that no
-    // epilogue stores. Each copy's distance from copy 0 is computed here once; it is under TileM x K
-    // elements, so it fits an int.
+    // epilogue stores. Each copy's distance from copy 0 is computed here once; it is under TileM x K elements
+    // (gathered: under M x K, which the grouped runner keeps below 2^31), so it fits an int.
     const int chunk = t % kARowChunks, row0 = t / kARowChunks;
-    const int first_row = min(p.m0 + row0, p.M - 1);
+    auto a_row = [&](int r) {
+      if constexpr (kGatherA) return min(p.a_rows[p.m0 + r], p.M - 1);
+      else return min(p.m0 + r, p.M - 1);
+    };
+    const int first_row = a_row(row0);
     a_src_ = p.A + static_cast<int64_t>(first_row) * p.K + kt_begin * kTileK + chunk * 8;
 #pragma unroll
-    for (int j = 0; j < kAPerThread; ++j) a_offset_[j] = (min(p.m0 + row0 + j * kARowStep, p.M - 1) - first_row) * p.K;
+    for (int j = 0; j < kAPerThread; ++j) a_offset_[j] = (a_row(row0 + j * kARowStep) - first_row) * p.K;
     a_dst_ = row0 * (kTileK * 2) + ((chunk ^ (row0 % 8)) * kChunkBytes);
 
     // Scales/offsets: thread t < kQuantChunks copies chunk t % kQuantRowChunks of row t / kQuantRowChunks:
