@@ -74,7 +74,26 @@ struct GemvParams {
   int split_k;
   int batches_per_split;  // k-batches (64 rows) per grid-y split
   cutlass::FastDivmod halves_per_group;  // group_size / 32: a multiply and a shift instead of a division
+  // Grouped (mixture-of-experts, kMoe != 0): grid z = blocks of kRows sorted positions of one expert (the
+  // routing of cpp/mixgemm/moe/routing.h with block_m = kRows). Position p reads x row a_rows[p] (M: x's
+  // rows) and writes output row slot_of[p] (padding: >= num_slots) times slot_weights[slot] if given;
+  // split-K partials are indexed by position, [split_k, positions, N], semaphores by (block, strip).
+  struct Grouped {
+    const int32_t* a_rows = nullptr;
+    const int32_t* slot_of = nullptr;
+    const int32_t* block_expert = nullptr;
+    const int32_t* num_padded = nullptr;
+    const float* slot_weights = nullptr;
+    int num_slots = 0;
+    int positions = 0;
+    int64_t b_expert_stride = 0, quant_expert_stride = 0;
+  } grouped;
 };
+
+// What a decode kernel's epilogue writes: the dense GEMV, or a grouped (mixture-of-experts) one, plain or
+// gated (SiLU(gate) * up of the column runs prepack interleaved: in each 16-column block, columns c and c + 8
+// are one column's gate and up, python/mixgemm/moe/experts.py).
+enum MoeEpilogue : int { kDenseGemv = 0, kGroupedPlain = 1, kGroupedGated = 2 };
 
 // kFoldK: the k rows one fold of scale and offset covers (compute()), the largest of 128, 64 and 32 that
 // divides the group size (group sizes are multiples of 32). 32: each 32-row half of a batch has its own
@@ -82,8 +101,9 @@ struct GemvParams {
 // once (kernel loop). kLayout: where the weight's words are and what they hold (layout/*.cuh).
 // (An L2::256B prefetch hint on the weight loads was tried and showed no gain on the H100; see
 // docs/perf-notes/2026-11-23-decode-path-first-version.md.)
-template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, WeightLayout kLayout>
+template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, WeightLayout kLayout, int kMoe = kDenseGemv>
 struct Gemv {
+  static constexpr bool kGrouped = kMoe != kDenseGemv;
   static_assert(kFoldK == 32 || kFoldK == 64 || kFoldK == 128, "a fold covers 32, 64 or 128 k rows");
   static constexpr int kHalves = kFoldK == 32 ? 2 : 1;             // scale rows per batch
   static constexpr int kBatchesPerRow = kFoldK == 128 ? 2 : 1;     // batches per scale row
@@ -114,7 +134,9 @@ struct Gemv {
     float xsum[kMTiles][4];             // X = sum(x)
   };
 
-  __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane, bool with_quant) {
+  // x_rows (grouped kernels): this lane's x row per m-tile (row c of the tile), null for padding.
+  __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane, bool with_quant,
+                              const T* const (&x_rows)[kMTiles]) {
     const int t = lane % 4, c = lane / 4;
     const int slab0 = batch * kSlabsPerBatch;
     Layout::load(b.words, p.B, p.N, p.K, strip, slab0, lane);
@@ -125,8 +147,9 @@ struct Gemv {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
       const int m = mt * kMmaRows + c;
-      const bool valid = m < p.M;
-      const T* row = x + static_cast<int64_t>(valid ? m : 0) * p.K + slab0 * 16 + 2 * t;
+      const bool valid = kGrouped ? x_rows[mt] != nullptr : m < p.M;
+      const T* row = (kGrouped ? (valid ? x_rows[mt] : x) : x + static_cast<int64_t>(valid ? m : 0) * p.K) +
+                     slab0 * 16 + 2 * t;
 #pragma unroll
       for (int s = 0; s < kSlabsPerBatch; ++s) {
         b.x[s][mt][0] = valid ? __ldg(reinterpret_cast<const unsigned int*>(row + 16 * s)) : 0u;
@@ -245,14 +268,16 @@ constexpr int kGemvWarpsPerSm = Bits == 4 && kMTiles == 1 ? (kFoldK >= 64 ? 16 :
 template <int Bits, int kMTiles, int kWarps, int kFoldK>
 constexpr int kGemvMinBlocks = std::max(1, kGemvWarpsPerSm<Bits, kMTiles, kFoldK> / kWarps);
 
-template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, WeightLayout kLayout>
+template <typename T, int Bits, int kMTiles, int kWarps, int kFoldK, WeightLayout kLayout, int kMoe = kDenseGemv>
 __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kWarps, kFoldK>))
-    gemv_kernel(const GemvParams p) {
-  using G = Gemv<T, Bits, kMTiles, kWarps, kFoldK, kLayout>;
+    gemv_kernel(const GemvParams params) {
+  using G = Gemv<T, Bits, kMTiles, kWarps, kFoldK, kLayout, kMoe>;
+  constexpr bool kGrouped = G::kGrouped;
   constexpr int kHalves = G::kHalves, kBatchesPerRow = G::kBatchesPerRow;
   __shared__ float reduction[kWarps][G::kRows][G::kRedStride];
   __shared__ int is_last;
 
+  const GemvParams& p = params;
   const int strip = blockIdx.x, split = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int batches = p.K / kBatchK;
@@ -278,7 +303,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   // with our tail (it still waits for our writes before reading them). Without the launch attribute both
   // instructions are no-ops and the prefetches a head start of a few cycles.
 #pragma unroll
-  for (int d = 0; d < kDepth; ++d) {
+  for (int d = 0; d < kDepth && !kGrouped; ++d) {  // grouped: the expert is known only after the wait
     const int b = start + d * kStride;
     if (b >= last) break;
     G::Layout::template prefetch<kSlabsPerBatch>(p.B, p.N, p.K, strip, b * kSlabsPerBatch, lane);
@@ -292,33 +317,55 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
 #endif
   release_dependents_then_wait();
 
-  float acc[kMTiles][G::kSubBlocks][4];
+  // Grouped: this block's expert moves the weight pointers, and each lane's x rows come through the routing.
+  const int position0 = kGrouped ? static_cast<int>(blockIdx.z) * G::kRows : 0;
+  GemvParams moved = p;
+  const T* x_rows[kMTiles] = {};
+  if constexpr (kGrouped) {
+    if (position0 >= *p.grouped.num_padded) return;  // past the positions in use: the whole block leaves
+    const int64_t expert = p.grouped.block_expert[blockIdx.z];
+    moved.B += expert * p.grouped.b_expert_stride;
+    moved.scales = static_cast<const T*>(p.scales) + expert * p.grouped.quant_expert_stride;
+    moved.offsets = static_cast<const T*>(p.offsets) + expert * p.grouped.quant_expert_stride;
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int j = 0; j < G::kSubBlocks; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
-
-  // Register pipeline, two batches deep (kDepth): the warp's next batch is loaded while its current one
-  // is computed. The two buffers are named, not an indexed array: indexed, the buffers went to local
-  // memory in some instances (the sm80 layout's at a 128-k fold). `even` holds the warp's steps 0, 2, 4,
-  // ... and `odd` steps 1, 3, ...; with a scale row over two batches, even holds a row's first batch and
-  // odd its second, so only odd loads the row's scales and offsets and folds the row's sums into acc.
-  static_assert(kDepth == 2, "the loop below is written for two buffers");
-  constexpr bool kEvenEndsRow = kBatchesPerRow == 1;
-  typename G::Batch even, odd;
-  typename G::RowSums sums = {};
-  if (start < last) G::load(even, p, strip, start, lane, kEvenEndsRow);
-  for (int i = start; i < last; i += kRound) {
-    const int second = i + kStride;
-    if (second < last) G::load(odd, p, strip, second, lane, true);
-    G::compute(even, kEvenEndsRow, sums, acc);
-    if (second >= last) break;
-    const int next = i + kRound;
-    if (next < last) G::load(even, p, strip, next, lane, kEvenEndsRow);
-    G::compute(odd, true, sums, acc);
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const int pos = position0 + mt * kMmaRows + lane / 4;
+      if (p.grouped.slot_of[pos] < p.grouped.num_slots)
+        x_rows[mt] = static_cast<const T*>(p.A) + static_cast<int64_t>(min(p.grouped.a_rows[pos], p.M - 1)) * p.K;
+    }
   }
+  float acc[kMTiles][G::kSubBlocks][4];
+  // The main loop over the weights of `q` (grouped: the block's expert's).
+  auto main_loop = [&](const GemvParams& q) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < G::kSubBlocks; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
+
+    // Register pipeline, two batches deep (kDepth): the warp's next batch is loaded while its current one
+    // is computed. The two buffers are named, not an indexed array: indexed, the buffers went to local
+    // memory in some instances (the sm80 layout's at a 128-k fold). `even` holds the warp's steps 0, 2, 4,
+    // ... and `odd` steps 1, 3, ...; with a scale row over two batches, even holds a row's first batch and
+    // odd its second, so only odd loads the row's scales and offsets and folds the row's sums into acc.
+    static_assert(kDepth == 2, "the loop below is written for two buffers");
+    constexpr bool kEvenEndsRow = kBatchesPerRow == 1;
+    typename G::Batch even, odd;
+    typename G::RowSums sums = {};
+    if (start < last) G::load(even, q, strip, start, lane, kEvenEndsRow, x_rows);
+    for (int i = start; i < last; i += kRound) {
+      const int second = i + kStride;
+      if (second < last) G::load(odd, q, strip, second, lane, true, x_rows);
+      G::compute(even, kEvenEndsRow, sums, acc);
+      if (second >= last) break;
+      const int next = i + kRound;
+      if (next < last) G::load(even, q, strip, next, lane, kEvenEndsRow, x_rows);
+      G::compute(odd, true, sums, acc);
+    }
+  };
+  if constexpr (kGrouped) main_loop(moved);
+  else main_loop(p);
 
   // Block reduction. Accumulator (mt, j): {r0, r1} = column 16 j + c, rows m = 8 mt + 2t, 2t + 1;
   // {r2, r3} = column 16 j + c + 8, same rows (the C fragment of mma.m16n8k16 with W^T's rows as columns).
@@ -339,7 +386,8 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
 
   const int n0 = strip * kStripN;
   const int64_t N = p.N;
-  const int outputs = p.M * kStripN;  // this block's (row, column) outputs, p.M <= kRows
+  const int rows = kGrouped ? G::kRows : p.M;  // this block's rows (grouped: its positions)
+  const int outputs = rows * kStripN;  // this block's (row, column) outputs, rows <= kRows
   const T* bias = static_cast<const T*>(p.bias);
   T* D = static_cast<T*>(p.D);
   auto block_sum = [&](int m, int col) {
@@ -348,31 +396,56 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     for (int w = 0; w < kWarps; ++w) sum += reduction[w][m][col];  // warp order: deterministic
     return sum;
   };
-  auto store = [&](int m, int col, float value) {
-    if (bias != nullptr) value += static_cast<float>(bias[n0 + col]);
-    D[m * N + n0 + col] = static_cast<T>(value);
+  // Row m's sums of the strip's columns in `sum_of(m, col)`: dense, D[m] (+ bias); grouped, output row
+  // slot_of[position] (x its top-k weight), gated: SiLU(gate) * up into N / 2 columns.
+  auto store_all = [&](auto&& sum_of) {
+    if constexpr (kMoe == kGroupedGated) {
+      for (int o = threadIdx.x; o < rows * kStripN / 2; o += G::kThreads) {
+        const int m = o / (kStripN / 2), q = o % (kStripN / 2);
+        const int slot = p.grouped.slot_of[position0 + m];
+        if (slot >= p.grouped.num_slots) continue;
+        const int gate = 16 * (q / 8) + q % 8;  // column gate + 8 holds the same column's up
+        const float g = sum_of(m, gate), u = sum_of(m, gate + 8);
+        float v = g / (1.f + __expf(-g)) * u;
+        if (p.grouped.slot_weights != nullptr) v *= p.grouped.slot_weights[slot];
+        D[static_cast<int64_t>(slot) * (N / 2) + n0 / 2 + q] = static_cast<T>(v);
+      }
+    } else {
+      for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
+        const int m = o / kStripN, col = o % kStripN;
+        float value = sum_of(m, col);
+        if constexpr (kGrouped) {
+          const int slot = p.grouped.slot_of[position0 + m];
+          if (slot >= p.grouped.num_slots) continue;
+          if (p.grouped.slot_weights != nullptr) value *= p.grouped.slot_weights[slot];
+          D[static_cast<int64_t>(slot) * N + n0 + col] = static_cast<T>(value);
+        } else {
+          if (bias != nullptr) value += static_cast<float>(bias[n0 + col]);
+          D[m * N + n0 + col] = static_cast<T>(value);
+        }
+      }
+    }
   };
 
   if (p.split_k == 1) {
-    for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
-      const int m = o / kStripN, col = o % kStripN;
-      store(m, col, block_sum(m, col));
-    }
+    store_all(block_sum);
     return;
   }
 
   // Split-K: partial to the workspace (L2 stores: the summing block may run on another SM), then count
   // arrivals on the strip's semaphore (common/split_k_arrival.cuh says why no fence is needed).
-  float* partial = p.workspace + static_cast<int64_t>(split) * p.M * N;
+  const int64_t split_rows = kGrouped ? p.grouped.positions : p.M;  // rows of one split's partial
+  float* partial = p.workspace + static_cast<int64_t>(split) * split_rows * N + position0 * N;
   for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
     const int m = o / kStripN, col = o % kStripN;
     __stcg(partial + m * N + n0 + col, block_sum(m, col));
   }
   __syncthreads();
+  int32_t* semaphore = p.semaphores + (kGrouped ? blockIdx.z * gridDim.x : 0) + strip;
   if (threadIdx.x == 0) {
-    const int arrived = arrive_and_count(p.semaphores + strip);
+    const int arrived = arrive_and_count(semaphore);
     is_last = arrived == p.split_k - 1;
-    if (is_last) p.semaphores[strip] = 0;  // every split has arrived: reset for the next launch / replay
+    if (is_last) *semaphore = 0;  // every split has arrived: reset for the next launch / replay
   }
   __syncthreads();
   if (!is_last) return;
@@ -383,21 +456,20 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   // one block per strip that runs it, and M = 1 took 1 us longer;
   // docs/perf-notes/2026-11-24-decode-8-warp-blocks.md.)
   constexpr int kSplitsPerTrip = 8;
-  for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
-    const int m = o / kStripN, col = o % kStripN;
-    const float* column = p.workspace + m * N + n0 + col;
+  store_all([&](int m, int col) {
+    const float* column = p.workspace + (position0 + m) * N + n0 + col;
     float sum = 0.f;
     for (int z0 = 0; z0 < p.split_k; z0 += kSplitsPerTrip) {
       float part[kSplitsPerTrip];
 #pragma unroll
       for (int dz = 0; dz < kSplitsPerTrip; ++dz)
-        if (z0 + dz < p.split_k) part[dz] = __ldcg(column + static_cast<int64_t>(z0 + dz) * p.M * N);
+        if (z0 + dz < p.split_k) part[dz] = __ldcg(column + static_cast<int64_t>(z0 + dz) * split_rows * N);
 #pragma unroll
       for (int dz = 0; dz < kSplitsPerTrip; ++dz)
         if (z0 + dz < p.split_k) sum += part[dz];
     }
-    store(m, col, sum);
-  }
+    return sum;
+  });
 }
 
 }  // namespace mixgemm::decode
