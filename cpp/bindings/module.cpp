@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bindings/moe.h"
 #include "bindings/paths.h"
 #include "mixgemm/core/prepared_launch.h"
 #include "mixgemm/core/shape_rules.h"
@@ -211,4 +212,6 @@ PYBIND11_MODULE(_C, m) {
 
   py::module_ peers = m.def_submodule("peers");
   bind_peers(peers);
+  py::module_ moe = m.def_submodule("moe");
+  mixgemm::bindings::bind_moe(moe);
 }

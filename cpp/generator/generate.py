@@ -7,6 +7,9 @@ in kernel_sets.py it writes, per path:
     instantiated for each stage count, activation type, weight width and schedule) and ``sm80_registry.inc``;
   - decode: one ``decode_m<rows>_w<warps>_<layout>.cu`` per config and layout (every type, width and fold) and
     ``decode_registry.inc``;
+  - moe (the grouped GEMM): one ``moe_<tile>.cu`` per tile (every stage count, type, width and epilogue) and
+    ``moe_registry.inc``; its decode form, one ``moe_decode_w<warps>.cu`` per warp count (every type, width,
+    fold and epilogue) and ``moe_decode_registry.inc``;
   - sm90 (with ``--sm90``): one ``sm90_<config>_<mode>_<dtype>_int<bits>.cu`` per kernel (each CUTLASS 3.x
     kernel takes about a minute of nvcc, so one per file lets builds use every core) and ``sm90_registry.inc``;
 and ``shape_rules.inc`` from shape_rules.py. It prints the sm80 and decode sources, then a line ``SM90:`` and
@@ -38,9 +41,10 @@ def key_literal(act: str, bits: int, layout: str, quant: str) -> str:
             f"QuantMode::{ks.QUANT_MODES[quant]}, ActScale::kNone}}")
 
 
-def registry(namespace: str, externs: list[str], rows: list[str]) -> str:
-    return "".join([HEADER, f"namespace mixgemm::{namespace} {{\n", *externs, "const Entry kEntries[] = {\n", *rows,
-                    "};\n", f"}}  // namespace mixgemm::{namespace}\n"])
+def registry(namespace: str, externs: list[str], rows: list[str], entry: str = "Entry",
+             table: str = "kEntries") -> str:
+    return "".join([HEADER, f"namespace mixgemm::{namespace} {{\n", *externs, f"const {entry} {table}[] = {{\n",
+                    *rows, "};\n", f"}}  // namespace mixgemm::{namespace}\n"])
 
 
 def sm80_tile_name(tile: tuple) -> str:
@@ -102,6 +106,47 @@ def generate_decode(out: pathlib.Path) -> list[pathlib.Path]:
     return sources
 
 
+def generate_moe(kernel_set: str, out: pathlib.Path) -> list[pathlib.Path]:
+    sources, externs, rows = [], [], []
+    for tile, stage_list in ks.moe_tiles(kernel_set).items():
+        tile_m, tile_n, warp_m, warp_n = tile
+        lines = [HEADER, '#include "mixgemm/moe/grouped_launch.cuh"\n', "namespace mixgemm::moe {\n"]
+        for stages in stage_list:
+            for act, (cuda_type, _) in ks.ACT_TYPES.items():
+                for bits in ks.WEIGHT_BITS:
+                    for epilogue, gated in ks.MOE_EPILOGUES.values():
+                        args = f"{cuda_type}, {bits}, {tile_m}, {tile_n}, {warp_m}, {warp_n}, {stages}, {gated}"
+                        decl = f"template void launch_grouped<{args}>(const GroupedArgs&, cudaStream_t);\n"
+                        lines.append(decl)
+                        externs.append("extern " + decl)
+                        rows.append(f"    {{{{{tile_m}, {tile_n}, {ks.SM80_TILE_K}, {warp_m}, {warp_n}, "
+                                    f"{ks.SM80_TILE_K}, {stages}}}, {key_literal(act, bits, 'sm80', 'scale_offset')}, "
+                                    f"Epilogue::{epilogue}, &launch_grouped<{args}>}},\n")
+        lines.append("}  // namespace mixgemm::moe\n")
+        path = out / f"moe_{sm80_tile_name(tile)}.cu"
+        write_if_changed(path, "".join(lines))
+        sources.append(path)
+    write_if_changed(out / "moe_registry.inc", registry("moe", externs, rows))
+    externs, rows = [], []
+    for warps in ks.MOE_DECODE_WARPS:
+        lines = [HEADER, '#include "mixgemm/moe/grouped_gemv_launch.cuh"\n', "namespace mixgemm::moe {\n"]
+        for act, (cuda_type, _) in ks.ACT_TYPES.items():
+            for bits in ks.WEIGHT_BITS:
+                for fold_k in ks.DECODE_FOLD_K:
+                    for epilogue, gated in ks.MOE_EPILOGUES.values():
+                        args = f"{cuda_type}, {bits}, {warps}, {fold_k}, {gated}"
+                        decl = f"template void launch_grouped_gemv<{args}>(const GroupedArgs&, cudaStream_t);\n"
+                        lines.append(decl)
+                        externs.append("extern " + decl)
+                        rows.append(f"    {{{{1, {warps}}}, {key_literal(act, bits, 'sm80', 'scale_offset')}, "
+                                    f"{{{fold_k}, Epilogue::{epilogue}}}, &launch_grouped_gemv<{args}>}},\n")
+        lines.append("}  // namespace mixgemm::moe\n")
+        path = out / f"moe_decode_w{warps}.cu"
+        write_if_changed(path, "".join(lines))
+        sources.append(path)
+    write_if_changed(out / "moe_decode_registry.inc", registry("moe", externs, rows, "GemvEntry", "kGemvEntries"))
+    return sources
+
 def sm90_name(cfg: tuple) -> str:
     tile_m, tile_n, cluster_m, cluster_n, schedule, scheduler = cfg
     return f"{tile_m}x{tile_n}x{ks.SM90_TILE_K}_c{cluster_m}x{cluster_n}_{schedule}_{scheduler}"
@@ -151,7 +196,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     generate_shape_rules(args.out)
-    sources = generate_sm80(args.set, args.out) + generate_decode(args.out)
+    sources = generate_sm80(args.set, args.out) + generate_decode(args.out) + generate_moe(args.set, args.out)
     print(";".join(str(s) for s in sources))
     # The runner includes sm90_registry.inc only when it is built, so a build without sm_90a writes none.
     if args.sm90:

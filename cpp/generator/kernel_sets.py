@@ -73,6 +73,37 @@ def sm80_tiles(kernel_set: str) -> dict[str, dict[tuple, tuple]]:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Grouped GEMM (mixture-of-experts, cpp/mixgemm/moe): the sm80 kernel's tiles walked by its grouped schedule
+# (sm80/kernel/grouped.cuh), sm80-layout weights only, each compiled with the plain and the gated (SiLU(gate) *
+# up) epilogue. tile_m is also the routing's block: the tokens an expert gets are padded to a multiple of it,
+# so the heuristic (python/mixgemm/moe/heuristic.py) picks it by the tokens per expert: 16 for decode, 32 and
+# 64 in between, 128 once experts get hundreds of tokens. 16 x 64 is for decode on few experts, where 128-wide
+# tiles would leave SMs idle (Mixtral's down projection at one token: 2 experts x 4096 / 128 = 64 blocks).
+MOE_FULL = {
+    (16, 64, 16, 32): (4,),
+    (16, 128, 16, 32): (4,),
+    (32, 128, 32, 32): (4,),
+    (64, 128, 64, 32): (4,),
+    (128, 128, 128, 32): (4,),
+    (128, 256, 128, 32): (4,),
+}
+MOE_MINIMAL = {
+    (16, 128, 16, 32): (4,),
+    (64, 128, 64, 32): (4,),
+}
+MOE_EPILOGUES = {"plain": ("kPlain", "false"), "gated": ("kGated", "true")}
+# The decode form of the grouped GEMM: the decode path's GEMV (one m-tile, 8 rows) per routing block of 8, for
+# experts that get a few tokens each (python/mixgemm/moe/heuristic.py); warps per block, every set, each for
+# every fold (DECODE_FOLD_K) and epilogue.
+MOE_DECODE_WARPS = (4,)
+
+
+def moe_tiles(kernel_set: str) -> dict[tuple, tuple]:
+    """{(tile_m, tile_n, warp_m, warp_n): stage counts} of the grouped GEMM in a set ("sweep" builds the full
+    list: the sweep compares its tiles)."""
+    return MOE_MINIMAL if kernel_set == "minimal" else MOE_FULL
+
+# ---------------------------------------------------------------------------------------------------------
 # Decode path (cpp/mixgemm/decode): (m_tiles, warps per block), for up to 8 * m_tiles rows of x. Each is
 # compiled for every fold (the k rows one scale row covers in the kernel: the largest of 128, 64 and 32 that
 # divides the group size) and both layouts, since either may be the layout prepack picked for the GPU. Every

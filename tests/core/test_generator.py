@@ -419,11 +419,13 @@ def test_command_line(tmp_path, set_name):
                             capture_output=True, text=True, check=True)
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1  # no SM90 line without --sm90
-    expected = gen.generate_sm80(set_name, out) + gen.generate_decode(out)
+    expected = gen.generate_sm80(set_name, out) + gen.generate_decode(out) + gen.generate_moe(set_name, out)
     assert lines[0].split(";") == [str(p) for p in expected]
     assert all(pathlib.Path(p).is_file() for p in lines[0].split(";"))
     # The registries and the shape rules, and no sm90 file: a build without sm_90a includes none.
-    assert {"sm80_registry.inc", "decode_registry.inc", "shape_rules.inc"} == {p.name for p in out.glob("*.inc")}
+    assert {"sm80_registry.inc", "decode_registry.inc", "moe_registry.inc", "moe_decode_registry.inc",
+            "shape_rules.inc"} == {
+        p.name for p in out.glob("*.inc")}
     assert not list(out.glob("sm90_*"))
 
 
@@ -433,7 +435,7 @@ def test_command_line_sweep_set(tmp_path):
                             capture_output=True, text=True, check=True)
     first, second = result.stdout.strip().splitlines()
     # The sweep build: the minimal sm80 tiles, every decode config, every sm90 candidate.
-    expected = gen.generate_sm80("sweep", out) + gen.generate_decode(out)
+    expected = gen.generate_sm80("sweep", out) + gen.generate_decode(out) + gen.generate_moe("sweep", out)
     assert first.split(";") == [str(p) for p in expected]
     assert second.startswith("SM90:")
     assert second[len("SM90:"):].split(";") == [str(p) for p in gen.generate_sm90("sweep", out)]
