@@ -1,0 +1,72 @@
+"""The fused mixture-of-experts layer as one function: what vLLM's ``fused_moe`` computes, on the grouped GEMM.
+
+    out[t] = sum_j  w[t, j] * ( SiLU(x[t] @ W_gate[e]) * (x[t] @ W_up[e]) ) @ W_down[e],   e = topk_ids[t, j]
+
+Three launches and a sum: the routing (once, shared by both projections), the gate/up grouped GEMM with SiLU(gate)
+* up in its epilogue, the down grouped GEMM with the top-k weight in its epilogue, and the sum over each token's
+top-k rows (a fixed-order reduction, so the result is deterministic: no atomics).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _checks, device
+from . import heuristic
+from .experts import ExpertWeights
+from .grouped import grouped_gemm
+from .routing import route
+
+
+def plan_tiles(num_tokens: int, top_k: int, w13: ExpertWeights, w2: ExpertWeights, sm_count: int):
+    """(block_m, config of w13, config of w2) the heuristic picks for a call."""
+    slots, E = num_tokens * top_k, w13.num_experts
+    block_m = heuristic.block_m_for(slots, E, w13.key)
+    return (block_m, heuristic.config_for(block_m, slots, E, w13.n, w13.key, sm_count),
+            heuristic.config_for(block_m, slots, E, w2.n, w2.key, sm_count))
+
+
+def check_layer(fn: str, w13: ExpertWeights, w2: ExpertWeights) -> None:
+    for name, w in (("w13", w13), ("w2", w2)):
+        if not isinstance(w, ExpertWeights):
+            raise ValueError(f"{fn}: {name} must be a mixgemm.moe.ExpertWeights, got {type(w).__name__}")
+    if not w13.gated:
+        raise ValueError(f"{fn}: w13 must be the gated gate/up projection (prepack_experts(..., gated=True))")
+    if w2.gated:
+        raise ValueError(f"{fn}: w2 (the down projection) must not be gated")
+    if w13.num_experts != w2.num_experts:
+        raise ValueError(f"{fn}: w13 holds {w13.num_experts} experts, w2 {w2.num_experts}")
+    if w2.k != w13.out_features:
+        raise ValueError(f"{fn}: w2's K = {w2.k} must equal the intermediate size w13.n / 2 = {w13.out_features}")
+    if w2.n != w13.k:
+        raise ValueError(f"{fn}: w2's N = {w2.n} must equal the hidden size w13's K = {w13.k}")
+    if w13.act_dtype != w2.act_dtype:
+        raise ValueError(f"{fn}: w13 is {w13.act_dtype}, w2 {w2.act_dtype}; both must share the activation dtype")
+
+
+def fused_moe(x: torch.Tensor, w13: ExpertWeights, w2: ExpertWeights, topk_weights: torch.Tensor,
+              topk_ids: torch.Tensor, *, check_ids: bool = True) -> torch.Tensor:
+    """The MoE layer ``[tokens, hidden]`` for x ``[tokens, hidden]`` (fp16/bf16), gated w13 (``[hidden, 2 x
+    inter]``, prepack_experts(..., gated=True)), w2 (``[inter, hidden]``) and the router's ``topk_weights``
+    (float; renormalized or not, as the model does) and ``topk_ids`` ``[tokens, top_k]``.
+
+    ``check_ids``: verify every id names an expert (a host sync, skipped under CUDA-graph capture and
+    torch.compile)."""
+    fn = "mixgemm.moe.fused_moe"
+    check_layer(fn, w13, w2)
+    _checks.check_tensor(fn, "x", x, (w13.act_dtype,), 2)
+    if x.shape[1] != w13.k:
+        raise ValueError(f"{fn}: x must be [tokens, hidden = {w13.k}], got {tuple(x.shape)}")
+    if not isinstance(topk_weights, torch.Tensor) or topk_weights.shape != topk_ids.shape:
+        raise ValueError(f"{fn}: topk_weights must be a tensor shaped like topk_ids {tuple(topk_ids.shape)}")
+    if topk_ids.shape[0] != x.shape[0]:
+        raise ValueError(f"{fn}: topk_ids has {topk_ids.shape[0]} tokens, x {x.shape[0]}")
+    if not topk_weights.is_floating_point():
+        raise ValueError(f"{fn}: topk_weights must be floating point, got {topk_weights.dtype}")
+    tokens, top_k = topk_ids.shape
+    gpu = device.facts(fn, x.device)
+    block_m, config13, config2 = plan_tiles(tokens, top_k, w13, w2, gpu.sm_count)
+    routing = route(topk_ids, w13.num_experts, block_m, check_range=check_ids)
+    h = grouped_gemm(x, w13, routing, x_rows="token", config=config13)
+    y = grouped_gemm(h, w2, routing, x_rows="slot", topk_weights=topk_weights.float().contiguous(), config=config2)
+    return y.view(tokens, top_k, w2.n).sum(dim=1)

@@ -1,0 +1,81 @@
+"""The grouped GEMM: every routed (token, expert) product of one projection in one launch
+(cpp/mixgemm/moe/grouped_runner.h on the sm80 kernel's grouped schedule)."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _checks, device, workspace
+from .._runtime import current_stream, device_guard
+from . import heuristic
+from .experts import ExpertWeights
+from .routing import Routing
+
+X_ROWS = ("token", "slot")
+
+
+def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x_rows: str = "token",
+                 topk_weights: torch.Tensor | None = None, config: str | None = None,
+                 split_k: int | None = None) -> torch.Tensor:
+    """``out[s] = x[row of s] @ dequant(W[expert of s])`` for every slot ``s = t * top_k + j`` of ``routing``,
+    as ``[tokens * top_k, experts.out_features]`` in x's dtype; gated experts give ``SiLU(gate) * up``.
+
+    ``x_rows="token"``: x is ``[tokens, k]`` and slot s reads row ``s // top_k`` (the first projection);
+    ``"slot"``: x is ``[tokens * top_k, k]``, one row per slot (the second). ``topk_weights`` ``[tokens,
+    top_k]`` float32 multiplies each slot's row. ``config``: a compiled tile name of height
+    ``routing.block_m`` (default: the heuristic's); ``split_k``: K splits (default: the heuristic's, more than
+    one only at decode). Rows of slots whose expert id was out of range are left
+    unwritten (see :func:`mixgemm.moe.route`).
+    """
+    from .. import _C
+
+    fn = "mixgemm.moe.grouped_gemm"
+    if not isinstance(experts, ExpertWeights):
+        raise ValueError(f"{fn}: experts must be a mixgemm.moe.ExpertWeights (mixgemm.moe.prepack_experts), "
+                         f"got {type(experts).__name__}")
+    if x_rows not in X_ROWS:
+        raise ValueError(f"{fn}: x_rows must be one of {X_ROWS}, got {x_rows!r}")
+    _checks.check_tensor(fn, "x", x, (experts.act_dtype,), 2)
+    rows = routing.num_tokens if x_rows == "token" else routing.num_slots
+    _checks.check_shape(fn, "x", x, (rows, experts.k), f"{'tokens' if x_rows == 'token' else 'tokens x top_k'} x "
+                        "the experts' K")
+    if routing.num_experts != experts.num_experts:
+        raise ValueError(f"{fn}: the routing is over {routing.num_experts} experts, the weights hold "
+                         f"{experts.num_experts}")
+    weights_ptr = 0
+    if topk_weights is not None:
+        _checks.check_tensor(fn, "topk_weights", topk_weights, (torch.float32,), 2, aligned=False)
+        _checks.check_shape(fn, "topk_weights", topk_weights, (routing.num_tokens, routing.top_k),
+                            "tokens x top_k, as topk_ids")
+        weights_ptr = topk_weights.data_ptr()
+    _checks.check_same_device(fn, x=x, packed=experts.packed, topk_ids_routing=routing.slot_of)
+    if config is None:
+        gpu = device.facts(fn, x.device)
+        config = heuristic.config_for(routing.block_m, routing.num_slots, routing.num_experts, experts.n, experts.key,
+                                      gpu.sm_count)
+    elif heuristic._parse(config)[0] != routing.block_m:
+        raise ValueError(f"{fn}: config {config} has tile_m {heuristic._parse(config)[0]} but the routing was "
+                         f"built for block_m = {routing.block_m}")
+    if split_k is None:
+        split_k = heuristic.split_for(routing.block_m, config, routing.num_slots, routing.num_experts, experts.n,
+                                      experts.k, device.facts(fn, x.device).sm_count)
+    elif isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= experts.k // 64:
+        raise ValueError(f"{fn}: split_k must be an int in [1, K / 64 = {experts.k // 64}], got {split_k!r}")
+    out = torch.empty((routing.num_slots, experts.out_features), dtype=x.dtype, device=x.device)
+    a_rows = routing.token_of if x_rows == "token" else routing.slot_of
+    stream = current_stream(x.device)
+    scratch_ptr = semaphores_ptr = 0
+    if split_k > 1:
+        tile_m, tile_n = heuristic._parse(config)
+        tiles = routing.max_blocks * -(-experts.n // tile_n)
+        scratch_ptr = workspace.scratch(x.device, stream, 4 * split_k * tiles * tile_m * tile_n).data_ptr()
+        semaphores_ptr = workspace.semaphores(x.device, stream, tiles).data_ptr()
+    with device_guard(x.device):
+        _C.moe.grouped_gemm(config, experts.key.as_tuple(), experts.gated, x.data_ptr(), experts.packed.data_ptr(),
+                            experts.scales.data_ptr(), experts.offsets.data_ptr(), out.data_ptr(), a_rows.data_ptr(),
+                            routing.slot_of.data_ptr(), routing.block_expert.data_ptr(),
+                            routing.num_padded.data_ptr(), weights_ptr, rows, experts.n, experts.k,
+                            experts.group_size, routing.num_slots, routing.max_blocks,
+                            experts.packed[0].numel(), experts.scales[0].numel(), split_k, scratch_ptr,
+                            semaphores_ptr, stream)
+    return out

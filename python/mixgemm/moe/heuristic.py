@@ -1,0 +1,80 @@
+"""Which grouped-GEMM tile runs a mixture-of-experts call: the routing block (tile_m) by the tokens an expert
+gets, the tile width by how many blocks the GPU gets. Beside the kernel list it picks from
+(cpp/generator/kernel_sets.py, MOE_FULL / MOE_MINIMAL); it only ever names configs this build compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..kernel_key import KernelKey
+
+# tile_m by the expected slots per expert (slots / experts, uniform routing): a block holds tile_m of one
+# expert's tokens, so each expert's last block is padding on average half a tile: tiles no taller than the
+# tokens an expert gets, 128 (the compute-bound tile) once they get hundreds. Up to 8 tokens per expert the
+# decode form (the decode path's GEMV, blocks of 8) reads each expert's weights once at the decode path's
+# bandwidth, where a 16-row mma tile streams them at 1.3-2x the read floor (BENCHMARKS.md, M = 16).
+_TILE_M_BY_LOAD = ((8, 8), (16, 16), (32, 32), (96, 64))  # (slots per expert up to, tile_m); beyond: 128
+_DECODE_FORM = "decode_m"  # the decode form's config names: decode_m8_w4 (8 rows, 4 warps), 64-column strips
+# 128 x 256 (8 warps, stage barriers) is the large-M tile of the dense path; it pays once an expert's block
+# count makes its 256-wide strips outnumber the SMs several times over.
+_WIDE_MIN_LOAD = 512
+
+
+def _parse(name: str) -> tuple[int, int]:
+    """(block height, width) of a config name: decode_m8_w4 -> (8, 64), 16x128x64_w16x32x64_s4 -> (16, 128)."""
+    if name.startswith(_DECODE_FORM):
+        return int(name[len(_DECODE_FORM):].split("_")[0]), 64
+    tile_m, tile_n = name.split("_")[0].split("x")[:2]
+    return int(tile_m), int(tile_n)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_tiles(key: KernelKey) -> tuple[tuple[int, int, str], ...]:
+    from .. import _C
+
+    return tuple((*_parse(name), name) for name in _C.moe.compiled_configs(key.as_tuple()))
+
+
+def block_m_for(num_slots: int, num_experts: int, key: KernelKey) -> int:
+    """The routing block (tile_m) for num_slots slots over num_experts experts, among the compiled tiles."""
+    load = num_slots / num_experts
+    want = next((m for limit, m in _TILE_M_BY_LOAD if load <= limit), 128)
+    heights = sorted({m for m, _, _ in compiled_tiles(key)})
+    if not heights:
+        raise ValueError(f"mixgemm.moe: this build compiles no grouped GEMM for {key}")
+    below = [m for m in heights if m <= want]
+    return below[-1] if below else heights[0]
+
+
+def config_for(block_m: int, num_slots: int, num_experts: int, n: int, key: KernelKey, sm_count: int) -> str:
+    """The compiled config of height block_m for an n-column projection: the narrowest tile that still gives
+    every SM a block when few experts are hit (decode), 256 wide for heavily loaded experts, else 128."""
+    widths = {tn: name for m, tn, name in compiled_tiles(key) if m == block_m}
+    if not widths:
+        raise ValueError(f"mixgemm.moe: no grouped GEMM config of tile_m {block_m} compiled for {key}")
+    load = num_slots / num_experts
+    if load >= _WIDE_MIN_LOAD and 256 in widths:
+        return widths[256]
+    if 128 in widths:
+        hit = min(num_slots, num_experts)  # experts with at least one token, at most
+        blocks = hit * -(-n // 128)
+        if blocks >= sm_count or min(widths) >= 128:
+            return widths[128]
+    return widths[min(widths)]
+
+
+# Split-K at decode: a 16-row tile holds 128 registers per thread so 4 blocks share an SM
+# (sm80/threadblock/mainloop.cuh, kMinBlocksPerSM), and a memory-bound launch wants them all in flight.
+_DECODE_BLOCKS_PER_SM = 4
+_MIN_K_TILES_PER_SPLIT = 8  # below this a split's pipeline fill (3 stages) outweighs its share of K
+
+
+def split_for(block_m: int, config: str, num_slots: int, num_experts: int, n: int, k: int, sm_count: int) -> int:
+    """K splits for a grouped GEMM: 1 unless the decode form or 16-row tiles leave SMs without blocks."""
+    if block_m > 16:
+        return 1
+    tile_n = _parse(config)[1]
+    blocks = (min(num_slots, num_experts) + num_slots // block_m) * -(-n // tile_n)
+    want = -(-_DECODE_BLOCKS_PER_SM * sm_count // blocks)
+    return max(1, min(want, k // 64 // _MIN_K_TILES_PER_SPLIT))

@@ -1,0 +1,56 @@
+"""The grouped GEMM's tile heuristic (mixgemm.moe.heuristic) on stand-in compiled lists: tile_m follows the
+tokens per expert, widths fill the SMs at decode, and it never names a config the build lacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from hand_registry import kernel_sets as generator_kernel_sets
+from mixgemm.kernel_key import KernelKey
+from mixgemm.moe import heuristic
+
+KEY = KernelKey()
+kernel_sets = generator_kernel_sets()
+
+
+def names(tiles):
+    decode = tuple((8, 64, f"decode_m8_w{w}") for w in kernel_sets.MOE_DECODE_WARPS)
+    return decode + tuple((m, n, f"{m}x{n}x64_w{wm}x{wn}x64_s{s}") for (m, n, wm, wn), stages in tiles.items()
+                          for s in stages)
+
+
+@pytest.fixture(params=["full", "minimal"])
+def compiled(request, monkeypatch):
+    tiles = names(kernel_sets.moe_tiles(request.param))
+    monkeypatch.setattr(heuristic, "compiled_tiles", lambda key: tiles)
+    return tiles
+
+
+@pytest.mark.parametrize("slots,experts", [(8, 128), (128, 128), (2048, 128), (8192, 128), (32768, 128),
+                                           (2, 8), (8192, 8), (131072, 64)])
+def test_choices_are_compiled(compiled, slots, experts):
+    block_m = heuristic.block_m_for(slots, experts, KEY)
+    for n in (1536, 2048, 28672, 4096):
+        config = heuristic.config_for(block_m, slots, experts, n, KEY, 132)
+        assert (block_m, heuristic._parse(config)[1], config) in compiled
+
+
+def test_tile_m_grows_with_tokens_per_expert(compiled):
+    heights = [heuristic.block_m_for(s, 128, KEY) for s in (8, 2048, 4096, 8192, 32768)]
+    assert heights == sorted(heights) and heights[0] == 8  # the decode form for a few tokens per expert
+
+
+def test_decode_picks_a_narrow_tile_when_few_experts_are_hit(monkeypatch):
+    tiles = names(kernel_sets.MOE_FULL)
+    monkeypatch.setattr(heuristic, "compiled_tiles", lambda key: tiles)
+
+    def width(slots, E, n):
+        return heuristic._parse(heuristic.config_for(16, slots, E, n, KEY, 132))[1]
+    assert width(2, 8, 4096) == 64        # Mixtral down projection, one token: 2 experts x 32 blocks of 128
+    assert width(128, 128, 2048) == 128   # 16 tokens over 128 experts: plenty of blocks
+    assert heuristic.config_for(8, 2, 8, 4096, KEY, 132).startswith("decode_m8")
+
+
+def test_config_names_parse():
+    assert heuristic._parse("decode_m8_w4") == (8, 64)
+    assert heuristic._parse("128x256x64_w128x32x64_s4") == (128, 256)
