@@ -5,6 +5,10 @@ It holds a prepacked weight (:func:`mixgemm.prepack`) as buffers and computes ``
 ``mixgemm::gemm`` custom op (library.py) whenever it is traced, so a model built from it can be captured in a
 CUDA graph or compiled with ``torch.compile(fullgraph=True)``; a plain eager call skips the op's dispatch and
 calls the validated function directly (``library.eager_call``). Inference only: the op has no backward.
+
+Tensor parallel: the constructors take ``tp=`` (a ``(rank, world_size)`` pair, a torch.distributed process
+group, or a :class:`mixgemm.tensor_parallel.ShardSpec`) and ``style=`` ("column": split N; "row": split K,
+outputs all-reduced), and keep only this rank's shard of the checkpoint's tensors (mixgemm.tensor_parallel).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Optional
 import torch
 
 from . import _checks, library, ops, packing, paths
+from . import tensor_parallel as tp_
 
 FORMATS = ("awq", "gptq", "gptq_v2")
 
@@ -30,6 +35,13 @@ class QuantLinear(torch.nn.Module):
 
     ``config`` selects the kernel: ``"auto"`` (tuned cache, else the heuristic), a
     :class:`~mixgemm.GemmConfig` or its name. It may be reassigned at any time.
+
+    ``shard`` (what the constructors' ``tp=`` gives): the layer is one rank's shard of a tensor-parallel
+    layer. ``in_features`` / ``out_features`` are then the shard's input and output widths; the packed weight
+    (``weight_k`` x ``weight_n``) may be larger by zero padding (mixgemm.tensor_parallel.geometry), in which
+    case the input is gathered through the ``input_index`` buffer and the output narrowed; a row-parallel
+    layer all-reduces its output over ``tp.group``. ``tp`` is the :class:`~mixgemm.tensor_parallel.ShardSpec`,
+    None for a whole layer.
     """
 
     def __init__(
@@ -38,6 +50,7 @@ class QuantLinear(torch.nn.Module):
         bias: Optional[torch.Tensor] = None,
         *,
         config: library.ConfigArg = "auto",
+        shard: Optional[tp_.LayerShard] = None,
     ) -> None:
         super().__init__()
         fn = "QuantLinear"
@@ -47,8 +60,17 @@ class QuantLinear(torch.nn.Module):
         if packed_weight.bits not in (4, 8):
             raise ValueError(f"{fn}: weights must be 4- or 8-bit, got bits = {packed_weight.bits}")
         paths.to_name(config)  # a bad config is an error now, not at the first forward
+        # The packed weight's K and N: the layer's input and output widths, unless a shard padded them.
+        self.weight_k = packed_weight.k
+        self.weight_n = packed_weight.n
         self.in_features = packed_weight.k
         self.out_features = packed_weight.n
+        self.tp = None
+        input_index = None
+        if shard is not None:
+            input_index = _check_shard(fn, shard, packed_weight)
+            self.tp = shard.spec
+            self.in_features, self.out_features = shard.in_features, shard.out_features
         self.group_size = packed_weight.group_size
         self.bits = packed_weight.bits
         # The weight layout (prepack's choice for the GPU) and whether it had zero points: plain attributes,
@@ -60,10 +82,11 @@ class QuantLinear(torch.nn.Module):
         self.register_buffer("scales", packed_weight.scales)
         self.register_buffer("offsets", packed_weight.offsets)
         self.register_buffer("perm", getattr(packed_weight, "perm", None))
+        self.register_buffer("input_index", input_index)
         if bias is not None:
-            if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (self.out_features,):
+            if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (self.weight_n,):
                 got = tuple(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__
-                raise ValueError(f"{fn}: bias must be a tensor of shape ({self.out_features},), got {got}")
+                raise ValueError(f"{fn}: bias must be a tensor of shape ({self.weight_n},), got {got}")
             # Checkpoints often keep the bias in another float dtype or on the CPU; the kernel wants it in
             # the activation dtype beside the weight, so convert once here rather than on every call.
             bias = bias.to(device=self.packed.device, dtype=self.scales.dtype).contiguous()
@@ -83,11 +106,18 @@ class QuantLinear(torch.nn.Module):
         *,
         config: library.ConfigArg = "auto",
         layout: str = "auto",
+        tp: object = None,
+        style: Optional[str] = None,
     ) -> "QuantLinear":
         """From AWQ tensors on the GPU: ``qweight`` int32 ``[K, N/8]``, ``scales`` ``[K/G, N]``, ``qzeros``
         int32 ``[K/G, N/8]`` (None for symmetric weights). ``group_size`` defaults to ``K / (K/G)``.
-        ``layout``: the kernel layout, as :func:`mixgemm.prepack` takes it ("auto": the GPU's own)."""
+        ``layout``: the kernel layout, as :func:`mixgemm.prepack` takes it ("auto": the GPU's own).
+        ``tp`` / ``style``: keep only this rank's shard of the full layer's tensors (see the class)."""
         extra = {} if layout == "auto" else {"layout": layout}
+        spec = tp_.shard_spec("QuantLinear.from_awq", tp, style)
+        if spec is not None:
+            return cls._from_shard(tp_.shard_checkpoint("QuantLinear.from_awq", spec, "awq", 4, qweight, scales,
+                                                        qzeros, None, bias, group_size), config, extra)
         return cls(packing.prepack(qweight, scales, qzeros, group_size, **extra), bias, config=config)
 
     @classmethod
@@ -104,6 +134,8 @@ class QuantLinear(torch.nn.Module):
         checkpoint_format: str = "gptq",
         config: library.ConfigArg = "auto",
         layout: str = "auto",
+        tp: object = None,
+        style: Optional[str] = None,
     ) -> "QuantLinear":
         """From GPTQ tensors on the GPU: ``qweight`` int32 ``[K/8, N]``, ``scales`` ``[K/G, N]``, ``qzeros``
         int32 ``[K/G, N/8]``, optional ``g_idx`` ``[K]`` (act-order: K is permuted once at prepack time).
@@ -112,7 +144,8 @@ class QuantLinear(torch.nn.Module):
         Zeros are read **v1** by default (stored ``zero - 1``: what AutoGPTQ and GPTQModel write, and what
         ``checkpoint_format: "gptq"`` or no checkpoint_format in the quantization config means).
         ``checkpoint_format="gptq_v2"`` reads them as stored. ``v1=True/False`` is the older explicit
-        override of the ``"gptq"`` reading (see :func:`mixgemm.prepack`). ``layout`` as in :meth:`from_awq`.
+        override of the ``"gptq"`` reading (see :func:`mixgemm.prepack`). ``layout``, ``tp`` and ``style`` as
+        in :meth:`from_awq`.
         """
         # g_idx, bits, v1 and layout only when they say something, so this also works with a prepack that
         # predates act-order, 8-bit or layout support.
@@ -123,8 +156,26 @@ class QuantLinear(torch.nn.Module):
             extra["gptq_v1"] = v1
         if layout != "auto":
             extra["layout"] = layout
+        spec = tp_.shard_spec("QuantLinear.from_gptq", tp, style)
+        if spec is not None:
+            if checkpoint_format not in packing.GPTQ_FORMATS:
+                raise ValueError(f"QuantLinear.from_gptq: checkpoint_format must be 'gptq' (v1 zeros) or 'gptq_v2', "
+                                 f"got {checkpoint_format!r}")
+            v1_zeros = packing.gptq_reads_v1("QuantLinear.from_gptq", checkpoint_format, v1)
+            fmt = "gptq" if v1_zeros else "gptq_v2"
+            sharded = tp_.shard_checkpoint("QuantLinear.from_gptq", spec, fmt, bits, qweight, scales, qzeros, g_idx,
+                                           bias)
+            return cls._from_shard(sharded, config, {"layout": layout} if layout != "auto" else {})
         packed_weight = packing.prepack(qweight, scales, qzeros, format=checkpoint_format, **extra)
         return cls(packed_weight, bias, config=config)
+
+    @classmethod
+    def _from_shard(cls, sharded: "tp_.ShardedCheckpoint", config: library.ConfigArg, extra: dict) -> "QuantLinear":
+        """prepack of a shard (mixgemm.tensor_parallel.shard_checkpoint) and the layer that holds it."""
+        tp_.spec.check_process_group("QuantLinear", sharded.geometry.spec)
+        packed_weight = packing.prepack(sharded.qweight, sharded.scales, sharded.qzeros, **sharded.prepack_kwargs(),
+                                        **extra)
+        return cls(packed_weight, sharded.bias, config=config, shard=sharded.layer_shard())
 
     @classmethod
     def from_safetensors(
@@ -138,6 +189,8 @@ class QuantLinear(torch.nn.Module):
         bits: int = 4,
         config: library.ConfigArg = "auto",
         layout: str = "auto",
+        tp: object = None,
+        style: Optional[str] = None,
     ) -> "QuantLinear":
         """One layer of a safetensors checkpoint: ``{prefix}.qweight``, ``{prefix}.qzeros``,
         ``{prefix}.scales`` and, if present, ``{prefix}.bias`` (and ``{prefix}.g_idx`` for GPTQ).
@@ -149,6 +202,8 @@ class QuantLinear(torch.nn.Module):
 
         A ``path`` that is None, a directory, absent or not a readable safetensors file (empty, truncated,
         corrupt) is a ValueError naming it.
+
+        ``tp`` / ``style`` (see the class): only this rank's slices of the tensors are read from the file.
         """
         from .checkpoint.files import open_safetensors
 
@@ -158,6 +213,9 @@ class QuantLinear(torch.nn.Module):
         # Opening reads the header only; safetensors' own errors would name neither the file nor the rule.
         with open_safetensors(fn, path):
             pass
+        spec = tp_.shard_spec(fn, tp, style)
+        if spec is not None:
+            return cls._shard_from_safetensors(path, prefix, format, device, spec, v1, bits, config, layout)
         tensors = read_checkpoint_tensors(path, prefix, format)  # a bad file or prefix is reported first
         target = _checks.check_load_device(fn, device)
         t = {name: None if value is None else value.to(target) for name, value in tensors.items()}
@@ -165,6 +223,28 @@ class QuantLinear(torch.nn.Module):
             return cls.from_awq(t["qweight"], t["scales"], t["qzeros"], t["bias"], config=config, layout=layout)
         return cls.from_gptq(t["qweight"], t["scales"], t["qzeros"], t["g_idx"], t["bias"], v1=v1, bits=bits,
                              checkpoint_format=format, config=config, layout=layout)
+
+    @classmethod
+    def _shard_from_safetensors(cls, path, prefix: str, format: str, device, spec: "tp_.ShardSpec",
+                                v1: Optional[bool], bits: int, config: library.ConfigArg,
+                                layout: str) -> "QuantLinear":
+        """from_safetensors for one rank: the layer's tensors opened lazily, only the shard's slices read."""
+        from safetensors import safe_open
+
+        fn = "QuantLinear.from_safetensors"
+        read_checkpoint_tensors(path, prefix, format, lazy=True)  # the same checks of file, prefix and keys
+        target = _checks.check_load_device(fn, device)
+        prefix = prefix.rstrip(".")
+        fmt = "awq" if format == "awq" else ("gptq" if packing.gptq_reads_v1(fn, format, v1) else "gptq_v2")
+        with safe_open(os.fspath(path), framework="pt", device="cpu") as f:
+            keys = set(f.keys())
+            source = {name: tp_.sources.SafetensorsSlice(f, f"{prefix}.{name}") if f"{prefix}.{name}" in keys else None
+                      for name in ("qweight", "qzeros", "scales", "bias", "g_idx")}
+            g_idx = None if format == "awq" else source["g_idx"]
+            sharded = tp_.shard_checkpoint(f"{fn}: {prefix}", spec, fmt, bits, source["qweight"], source["scales"],
+                                           source["qzeros"], g_idx, source["bias"])
+        sharded = sharded.to(target)
+        return cls._from_shard(sharded, config, {} if layout == "auto" else {"layout": layout})
 
     # -----------------------------------------------------------------------------------------------
 
@@ -177,11 +257,16 @@ class QuantLinear(torch.nn.Module):
         """The buffers as a :class:`~mixgemm.packing.PackedWeight`, for :func:`mixgemm.gemm` and friends."""
         return packing.PackedWeight(
             packed=self.packed, scales=self.scales, offsets=self.offsets, group_size=self.group_size, bits=self.bits,
-            act_dtype=self.scales.dtype, n=self.out_features, k=self.in_features, perm=self.perm,
+            act_dtype=self.scales.dtype, n=self.weight_n, k=self.weight_k, perm=self.perm,
             layout=self.layout, scale_only=self.scale_only,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tp is not None:
+            return self._shard_forward(x)
+        return self._gemm(x)
+
+    def _gemm(self, x: torch.Tensor) -> torch.Tensor:
         if library.eager_call(x):
             # Plain eager call: straight to the validated function, skipping the custom op's dispatch.
             weight, config = self._eager_weight()
@@ -191,9 +276,21 @@ class QuantLinear(torch.nn.Module):
         # rather than as a PackedWeight so that torch.compile has no dataclass to construct while tracing.
         return library.gemm_tensors(
             x.contiguous(), self.packed, self.scales, self.offsets, self.bias,
-            group_size=self.group_size, n=self.out_features, k=self.in_features, perm=self.perm,
+            group_size=self.group_size, n=self.weight_n, k=self.weight_k, perm=self.perm,
             config=self.config, layout=self.layout, scale_only=self.scale_only,
         )
+
+    def _shard_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """A tensor-parallel shard: the input gathered to a padded or regrouped weight's rows, the GEMM, the
+        output narrowed to ``out_features`` and, row-parallel, summed over the ranks."""
+        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != self.in_features:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"QuantLinear ({self.tp.describe()}): x must be a tensor [..., {self.in_features}] "
+                             f"(this rank's input features), got {got}")
+        index = self._buffers["input_index"]
+        if index is not None:
+            x = x.index_select(-1, index)
+        return tp_.reduce.finish_output(self._gemm(x), self.out_features, self.tp)
 
     def _eager_weight(self) -> tuple[packing.PackedWeight, library.ConfigArg]:
         """The buffers as a PackedWeight and the parsed config, kept between eager calls so that gemm's
@@ -228,18 +325,24 @@ class QuantLinear(torch.nn.Module):
             text += ", act_order=True"
         if self.layout != "sm80":
             text += f", layout={self.layout}"
+        if self.tp is not None:
+            text += f", tp=({self.tp.describe()})"
+            if (self.weight_k, self.weight_n) != (self.in_features, self.out_features):
+                text += f", padded_to=({self.weight_k}, {self.weight_n})"
         if not (isinstance(self.config, str) and self.config == "auto"):
             text += f", config={paths.to_name(self.config)}"
         return text
 
 
 def read_checkpoint_tensors(
-    path: str | os.PathLike, prefix: str, format: str = "awq"
+    path: str | os.PathLike, prefix: str, format: str = "awq", *, lazy: bool = False
 ) -> dict[str, Optional[torch.Tensor]]:
     """Reads one quantized layer's tensors from a safetensors file onto the CPU, checking that they exist.
 
     Returns ``{"qweight", "qzeros", "scales", "bias", "g_idx"}`` (``bias`` None when the file has none;
     ``g_idx`` None for AWQ or when absent). A missing required tensor is a ValueError naming its key.
+    ``lazy=True`` checks the keys and returns an empty dict, reading no tensor (a tensor-parallel load reads
+    only its slices).
     """
     from safetensors import safe_open
 
@@ -264,9 +367,32 @@ def read_checkpoint_tensors(
                 f"{fn}: {os.fspath(path)} has no tensor {', '.join(repr(m) for m in missing)} "
                 f"(a {format} layer needs {', '.join(required)}); {hint}"
             )
+        if lazy:
+            return {}
         tensors: dict[str, Optional[torch.Tensor]] = {"bias": None, "g_idx": None}
         for name in required + optional:
             key = f"{prefix}.{name}"
             if key in keys:
                 tensors[name] = f.get_tensor(key)
     return tensors
+
+
+def _check_shard(fn: str, shard: "tp_.LayerShard", packed_weight: packing.PackedWeight) -> Optional[torch.Tensor]:
+    """A shard's widths fit its packed weight, and a padded K comes with the input gather; returns that."""
+    if not isinstance(shard, tp_.LayerShard):
+        raise ValueError(f"{fn}: shard must be a mixgemm.tensor_parallel.LayerShard, got {type(shard).__name__}")
+    k, n = packed_weight.k, packed_weight.n
+    if not (0 < shard.in_features <= k and 0 < shard.out_features <= n):
+        raise ValueError(f"{fn}: the shard's in_features = {shard.in_features}, out_features = {shard.out_features} "
+                         f"must be positive and at most the packed weight's K = {k}, N = {n}")
+    index = shard.input_index
+    if index is None:
+        if shard.in_features != k:
+            raise ValueError(f"{fn}: the shard's in_features = {shard.in_features} differs from the packed K = {k} "
+                             "but it has no input_index to gather its input with")
+        return None
+    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or tuple(index.shape) != (k,):
+        raise ValueError(f"{fn}: shard.input_index must be an int64 tensor of shape ({k},)")
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= shard.in_features):
+        raise ValueError(f"{fn}: shard.input_index must index the input's {shard.in_features} columns")
+    return index.to(packed_weight.packed.device)

@@ -89,6 +89,16 @@ class CheckpointFiles:
     def get_optional(self, name: str) -> Optional[torch.Tensor]:
         return self.get(name) if name in self._file_of else None
 
+    def lazy(self, name: str):
+        """Tensor ``name`` as a source read slice by slice (only the bytes of the slices asked for): what a
+        tensor-parallel rank reads its shard through (mixgemm.tensor_parallel.sources)."""
+        from ..tensor_parallel.sources import SafetensorsSlice
+
+        return SafetensorsSlice(self._handle(self._filename_of(name)), name)
+
+    def lazy_optional(self, name: str):
+        return self.lazy(name) if name in self._file_of else None
+
     def shape_of(self, name: str) -> tuple:
         """The shape of tensor ``name`` from its file's header, without reading the tensor."""
         return tuple(self._handle(self._filename_of(name)).get_slice(name).get_shape())
