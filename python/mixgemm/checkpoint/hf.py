@@ -30,6 +30,8 @@ def load_model(
     layout: str = "auto",
     config: library.ConfigArg = "auto",
     model_config: Optional[object] = None,
+    tp: object = None,
+    tp_styles: Optional[dict] = None,
 ) -> tuple[torch.nn.Module, LoadReport]:
     """The causal LM of the checkpoint folder ``folder`` on ``device``, in eval mode, with activations in
     ``dtype`` (fp16 or bf16, a torch dtype or a string such as ``"float16"``), and the
@@ -40,6 +42,9 @@ def load_model(
     :func:`~mixgemm.checkpoint.replace_quantized_linears` puts a QuantLinear (prepacked in ``layout``, run
     with kernel ``config``) in place of every Linear the folder holds quantized and allocates the folder's
     other tensors on ``device``; a parameter the folder lacks is an error, since it would have no values.
+
+    ``tp`` / ``tp_styles``: tensor parallel, as :func:`~mixgemm.checkpoint.replace_quantized_linears` takes
+    them; each rank (process) calls load_model with its own rank and device and gets its shard of the model.
     """
     fn = "load_model"
     require_transformers(fn)
@@ -47,7 +52,8 @@ def load_model(
     act_dtype = activation_dtype(fn, dtype)
     target = _checks.check_load_device(fn, device)
     model = _build_empty_model(fn, folder if model_config is None else model_config, act_dtype)
-    report = replace_quantized_linears(model, folder, device=target, dtype=act_dtype, config=config, layout=layout)
+    report = replace_quantized_linears(model, folder, device=target, dtype=act_dtype, config=config, layout=layout,
+                                       tp=tp, tp_styles=tp_styles)
     model.to(target)  # the buffers built on the CPU at construction; everything else is there already
     return model.eval(), report
 

@@ -18,24 +18,29 @@ from typing import Optional
 import torch
 
 from .. import _checks, formats, library, packing
+from .. import tensor_parallel as tp_
 from ..nn import QuantLinear
 from ._args import activation_dtype, folder_argument
 from .config import QuantConfig, QuantScheme, read_quant_config
 from .convert import PrepackArgs, has_quantized_tensors, read_layer
 from .files import CheckpointFiles
+from .sharded import build_sharded_quant_linear, prepare_shard, read_layer_shard
+from .moe import plan_moe_blocks
 
 
 @dataclasses.dataclass
 class LoadReport:
-    """What :func:`replace_quantized_linears` did: module names swapped for QuantLinear, state-dict keys
+    """What :func:`replace_quantized_linears` did: module names swapped for QuantLinear (or QuantMoE), keys
     loaded from the checkpoint, keys the checkpoint lacked (left as they were) and, for a model built on the
     meta device, buffers whose values the model's own initialisation recomputed (such as rotary
-    ``inv_freq``)."""
+    ``inv_freq``). ``tensor_parallel``: the style ("column" / "row") of each replaced layer that holds only
+    this rank's shard (empty without ``tp``; replaced layers not in it are whole on every rank)."""
 
     replaced: list
     loaded: list
     missing: list
     recomputed: list = dataclasses.field(default_factory=list)
+    tensor_parallel: dict = dataclasses.field(default_factory=dict)
 
 
 def build_quant_linear(name: str, args: PrepackArgs, scheme: QuantScheme,
@@ -59,12 +64,13 @@ def build_quant_linear(name: str, args: PrepackArgs, scheme: QuantScheme,
 
 def load_layer(folder: str | os.PathLike, name: str, *, device: str | torch.device = "cuda",
                dtype: torch.dtype = torch.float16, config: library.ConfigArg = "auto",
-               layout: str = "auto") -> QuantLinear:
+               layout: str = "auto", tp: object = None, style: Optional[str] = None) -> QuantLinear:
     """One quantized linear ``name`` (such as ``"model.layers.0.mlp.down_proj"``) of the checkpoint folder
     ``folder``, read the way the folder's quantization config says (GPTQ zeros v1 unless it says
     ``checkpoint_format: "gptq_v2"``), on ``device`` with activations in ``dtype`` (fp16 or bf16, a torch
     dtype or a string such as ``"float16"``), prepacked in ``layout`` (:func:`mixgemm.prepack`'s argument:
-    "auto" is the GPU's own)."""
+    "auto" is the GPU's own). ``tp`` / ``style`` as :class:`~mixgemm.nn.QuantLinear` takes them: only this
+    rank's shard is read."""
     fn = "load_layer"
     folder = folder_argument(fn, folder)
     if not isinstance(name, str) or not name.strip("."):
@@ -78,6 +84,11 @@ def load_layer(folder: str | os.PathLike, name: str, *, device: str | torch.devi
     if not has_quantized_tensors(files, name, scheme.method):
         raise ValueError(f"{fn}: {files.folder} holds no quantized tensors for {name!r}")
     target = _checks.check_load_device(fn, device)
+    spec = tp_.shard_spec(fn, tp, style)
+    if spec is not None:
+        tp_.spec.check_process_group(fn, spec)
+        sharded = read_layer_shard(files, name, scheme, dtype, spec).to(target)
+        return build_sharded_quant_linear(name, sharded, scheme, config, layout)
     return build_quant_linear(name, read_layer(files, name, scheme, dtype).to(target), scheme, config, layout)
 
 
@@ -90,10 +101,15 @@ def replace_quantized_linears(
     config: library.ConfigArg = "auto",
     load_other_tensors: bool = True,
     layout: str = "auto",
+    tp: object = None,
+    tp_styles: Optional[dict] = None,
 ) -> LoadReport:
     """Replaces, in place, each ``nn.Linear`` of ``model`` that the checkpoint folder holds quantized (and
     its config does not keep dense through ``ignore`` / ``modules_to_not_convert``) by a QuantLinear under
-    the same name, loaded from the (possibly sharded) safetensors files.
+    the same name, loaded from the (possibly sharded) safetensors files. A mixture-of-experts block whose
+    experts the checkpoint holds quantized (Mixtral, Qwen2-MoE, Qwen3-MoE) becomes one
+    :class:`~mixgemm.moe.QuantMoE` under the block's name instead (:mod:`.moe`); its experts are never
+    replaced one by one.
 
     ``device`` / ``dtype`` default to those of each replaced Linear's weight (the activation dtype must be
     fp16 or bf16; ``dtype`` may be a string such as ``"float16"``). With ``load_other_tensors`` every other
@@ -112,6 +128,15 @@ def replace_quantized_linears(
     dtype the model was built with, and a parameter the checkpoint lacks is an error. Meta buffers the
     checkpoint lacks (rotary ``inv_freq``, computed at construction and never saved) are recomputed by a
     transformers model's own ``_init_weights``; buffers that are real (on the CPU) stay where they are.
+
+    Tensor parallel: ``tp`` (a ``(rank, world_size)`` pair, a torch.distributed process group or a
+    :class:`~mixgemm.tensor_parallel.TensorParallel`) loads into each replaced layer whose name ends in a key of
+    ``tp_styles`` (default: :data:`~mixgemm.tensor_parallel.LLAMA_STYLES`, q/k/v/gate/up column-parallel,
+    o/down row-parallel) only this rank's shard, read slice by slice from the files; other layers, embeddings,
+    norms and ``lm_head`` are loaded whole (replicated). A transformers model's head counts (config and
+    attention modules) are divided by the world size after the swap; counts that do not divide, a shard no
+    kernel path runs (named with its rank, shape and rule) and a Linear of the style map that the checkpoint
+    keeps dense are errors before the model changes.
     """
     fn = "replace_quantized_linears"
     if not isinstance(model, torch.nn.Module):
@@ -121,34 +146,42 @@ def replace_quantized_linears(
     target = None if device is None else _checks.check_load_device(fn, device)
     quant_config: QuantConfig = read_quant_config(folder)
     files = CheckpointFiles(folder)
+    ranks, styles = _tensor_parallel_arguments(fn, model, tp, tp_styles)
 
     # Everything that can fail comes first, with the model untouched, so that an error in the last layer
     # does not leave a half-converted model: the cheap checks (names, shapes from the files' headers), then
     # reading, checking and prepacking each layer, then the dense tensors (those a meta model needs allocated
     # on the device; the others opened only, as safetensors maps a file's tensors without reading them).
-    plans = _plan_layers(fn, model, files, quant_config, target, act_dtype)
-    dense = _plan_dense(fn, model, files, set(plans), target) if load_other_tensors else _DensePlan()
+    moe = plan_moe_blocks(fn, model, files, quant_config, target, act_dtype)  # MoE blocks: checkpoint/moe.py
+    plans = _plan_layers(fn, model, files, quant_config, target, act_dtype, ranks, styles)
+    dense = (_plan_dense(fn, model, files, set(plans) | moe.owned_modules, target) if load_other_tensors
+             else _DensePlan())
     recomputed = _recompute_meta_buffers(fn, model, files.folder, dense.unset_buffers, target)
     layers = {name: _prepare_layer(fn, plan, files, config, layout) for name, plan in plans.items()}
+    moe_blocks = moe.prepare(files, quant_config)
     allocated = [(entry, _read_dense(files, key, entry.tensor, target)) for entry, key in dense.allocations]
     copies = [(tensor, files.get(key)) for tensor, key in dense.copies]
 
     # The swap: assignments, and copies into tensors whose shapes were checked above.
-    for name, layer in layers.items():
+    for name, layer in list(layers.items()) + list(moe_blocks.items()):
         model.set_submodule(name, layer)
     for entry, value in allocated + recomputed:
         _assign(model, entry, value)
     with torch.no_grad():
         for tensor, value in copies:
             tensor.copy_(value)
+    sharded = {name: plan.spec.style for name, plan in plans.items() if plan.spec is not None}
+    if sharded:
+        tp_.heads.divide_heads(model, ranks.world_size)
 
-    replaced = list(layers)
-    _warn_unused_quantized(files, quant_config, set(replaced))
+    replaced = list(layers) + list(moe_blocks)
+    _warn_unused_quantized(files, quant_config, set(replaced) | moe.checkpoint_modules)
     if dense.missing:
         warnings.warn(f"{fn}: {len(dense.missing)} entries of the model's state dict are not in {files.folder} and "
                       f"keep their current values: {dense.missing[:8]}{' ...' if len(dense.missing) > 8 else ''}",
                       stacklevel=2)
-    return LoadReport(replaced, dense.loaded, dense.missing, [entry.names[0] for entry, _ in recomputed])
+    return LoadReport(replaced, dense.loaded + moe.loaded, dense.missing, [entry.names[0] for entry, _ in recomputed],
+                      sharded)
 
 
 @dataclasses.dataclass
@@ -160,6 +193,7 @@ class _LayerPlan:
     scheme: QuantScheme
     device: torch.device
     dtype: torch.dtype
+    spec: Optional[tp_.ShardSpec] = None  # tensor parallel: this rank's shard of it; None: loaded whole
 
 
 @dataclasses.dataclass
@@ -183,17 +217,38 @@ class _DensePlan:
 
 
 def _plan_layers(fn: str, model: torch.nn.Module, files: CheckpointFiles, quant_config: QuantConfig,
-                 target: Optional[torch.device], act_dtype: Optional[torch.dtype]) -> dict:
+                 target: Optional[torch.device], act_dtype: Optional[torch.dtype],
+                 ranks: Optional[tp_.TensorParallel] = None, styles: Optional[dict] = None) -> dict:
     plans = {}
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear):
             continue
+        style = None if ranks is None else tp_.style_for(styles, name)
         scheme = quant_config.scheme_for(name, type(module).__name__)
         if scheme is None or not has_quantized_tensors(files, name, scheme.method):
+            if style is not None and ranks.world_size > 1:
+                # Its neighbours are split by head or channel; a whole dense copy would not match them.
+                raise ValueError(f"{fn}: {name} is {style}-parallel in the tensor-parallel style map but the "
+                                 "checkpoint holds it dense; mixgemm shards quantized layers only")
             continue  # kept dense by the config, or stored dense (its weight is loaded with the other tensors)
+        spec = None if style is None else ranks.shard(style)
+        if spec is not None:
+            tp_.spec.check_process_group(fn, spec)
         plans[name] = _LayerPlan(name, module, scheme, _layer_device(fn, name, module, target),
-                                 _layer_dtype(fn, name, module, act_dtype))
+                                 _layer_dtype(fn, name, module, act_dtype), spec)
     return plans
+
+
+def _tensor_parallel_arguments(fn: str, model: torch.nn.Module, tp: object, tp_styles: Optional[dict]):
+    """``tp`` as a TensorParallel (or None) and the style map, checked; the model's head counts must split."""
+    ranks = tp_.tensor_parallel(fn, tp)
+    if ranks is None:
+        if tp_styles is not None:
+            raise ValueError(f"{fn}: tp_styles given without tp=; pass tp=(rank, world_size) or a process group")
+        return None, None
+    styles = tp_.styles.check_styles(fn, tp_.LLAMA_STYLES if tp_styles is None else tp_styles)
+    tp_.heads.check_heads(fn, model, ranks.world_size)
+    return ranks, styles
 
 
 def _layer_device(fn: str, name: str, module: torch.nn.Linear, target: Optional[torch.device]) -> torch.device:
@@ -218,6 +273,8 @@ def _prepare_layer(fn: str, plan: _LayerPlan, files: CheckpointFiles, config: li
     """Layer ``plan.name`` read, checked against the model's Linear and prepacked: the QuantLinear that will
     replace it."""
     name, module = plan.name, plan.module
+    if plan.spec is not None:
+        return prepare_shard(fn, name, module, files, plan.scheme, plan.dtype, plan.device, plan.spec, config, layout)
     args = read_layer(files, name, plan.scheme, plan.dtype)
     if (args.k, args.n) != (module.in_features, module.out_features):
         raise ValueError(f"{fn}: {name} is a Linear({module.in_features} -> {module.out_features}) in the "

@@ -1,7 +1,8 @@
 """Writers of quantized checkpoint folders as AutoAWQ, AutoGPTQ/GPTQModel (v1 zeros) and llm-compressor lay
 them out, with a realistic ``quantization_config`` in ``config.json``. They exist for tests and examples:
 quantize with :mod:`mixgemm.formats`, write here, load back through :mod:`mixgemm.checkpoint` as a user
-would load a downloaded checkpoint."""
+would load a downloaded checkpoint. Mixture-of-experts models (one quantized Linear per expert, under the names
+the tools use) are written by :mod:`.moe_writer` with these layer writers."""
 
 from __future__ import annotations
 
