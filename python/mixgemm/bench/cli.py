@@ -20,7 +20,7 @@ import sys
 
 from .. import tuning_cache
 from ..layouts import LAYOUTS
-from . import metrics, report
+from . import metrics, moe, report
 from .timing import MIN_REPS
 
 # DESIGN.md section 7.
@@ -51,12 +51,30 @@ def parse_shape(text: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+# The tensor-parallel shards of Llama-3-70B (issue 34): each rank's fused qkv, o, gate_up and down GEMMs at
+# TP 2, 4 and 8 (mixgemm.tensor_parallel.real_models).
+TP_MODEL = "Llama-3-70B"
+TP_WORLDS = (2, 4, 8)
+
+
+def tp_shapes(worlds=TP_WORLDS) -> list[tuple[int, int]]:
+    from ..tensor_parallel.real_models import model_named
+
+    model = model_named(TP_MODEL)
+    return [shape for w in worlds for shape in model.sharded_gemms(w).values()]
+
+
 def parse_shapes(text: str) -> list[tuple[int, int]]:
-    """``design``, ``quick`` or a comma-separated list of ``KxN``."""
+    """``design``, ``quick``, ``tp`` (Llama-3-70B's shards at TP 2, 4, 8), ``tp2`` / ``tp4`` / ``tp8``, or a
+    comma-separated list of ``KxN``."""
     if text == "design":
         return list(DESIGN_SHAPES)
     if text == "quick":
         return list(QUICK_SHAPES)
+    if text == "tp":
+        return tp_shapes()
+    if text in {f"tp{w}" for w in TP_WORLDS}:
+        return tp_shapes((int(text[2:]),))
     return [parse_shape(part) for part in text.split(",")]
 
 
@@ -156,12 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m mixgemm", description="mixgemm: compare, profile and tune the int4 GEMM on this GPU.",
         epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,dequant,sweep,tune,overhead}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{bench,dequant,sweep,tune,overhead,bench-moe}")
     parser.subcommands = sub.choices  # parse_args reports cross-argument errors through the subcommand
 
     bench = sub.add_parser("bench", parents=[common], help="compare every peer on a set of shapes")
     bench.add_argument("--shapes", type=parse_shapes, default="design",
-                       help="'design' (docs/DESIGN.md s.7), 'quick', or KxN[,KxN...]")
+                       help="'design' (docs/DESIGN.md s.7), 'quick', 'tp' (Llama-3-70B's TP 2/4/8 shards; "
+                            "'tp2', 'tp4', 'tp8' one size), or KxN[,KxN...]")
     bench.add_argument("--m", type=parse_ms, default=None, help=(
         f"M values (design: {','.join(map(str, DESIGN_MS))}; quick: {','.join(map(str, QUICK_MS))})"))
     bench.add_argument("--peers", type=parse_peers, default=list(PEER_NAMES),
@@ -202,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="measurements per entry point, interleaved; the median is reported (5)")
     overhead.add_argument("--out", type=pathlib.Path, default=pathlib.Path(DEFAULT_OUT),
                           help=f"directory for overhead.json/csv (./{DEFAULT_OUT})")
+    moe.add_parser(sub)
     return parser
 
 
@@ -220,6 +241,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     top = build_parser()
     args = top.parse_args(argv)
     parser = top.subcommands[args.command]
+    if args.command == "bench-moe":
+        return args  # its harness (bench/moe.py) checks its own arguments
     if args.group_size < 1:
         parser.error(f"--group-size must be a positive integer, got {args.group_size}")
     if args.command == "bench":
@@ -628,7 +651,7 @@ def run_overhead(args, argv=None) -> list[dict]:
 
 
 _COMMANDS = {"bench": run_bench, "dequant": run_dequant, "sweep": run_sweep, "tune": run_tune,
-             "overhead": run_overhead}
+             "overhead": run_overhead, "bench-moe": lambda args, argv: moe.run(args)}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The MoE and tensor-parallel tables of BENCHMARKS.md, from committed JSON (stdlib only, no GPU).
+
+  python tools/record_moe_tp.py moe benchmarks/2026-11-26-h100-moe.json
+  python tools/record_moe_tp.py tp benchmarks/2026-11-26-h100-tp-shards-floor.json \
+      benchmarks/2026-11-26-h100-tp-shards-tp2-tp4.json benchmarks/2026-11-26-h100-tp-shards-tp8.json
+
+moe: rows of ``python -m mixgemm bench-moe`` (the peers' MoE harness with mixgemm's grouped kernels added), whole
+layer, AWQ zeros, fp16, group 128, each ratio between peers of one run. tp: the peers harness on Llama-3-70B's
+TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check) and ``python -m mixgemm
+bench``'s read floor at M = 1 and 16.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+MODEL_NAMES = {"qwen3-30b-a3b": "Qwen3-30B-A3B", "mixtral-8x7b": "Mixtral-8x7B", "deepseek-v2-lite": "DeepSeek-V2-Lite"}
+
+
+def moe_table(paths: list[str]) -> str:
+    rows = [r for p in paths for r in json.load(open(p))["rows"]]
+    out = ["| model | tokens | mixgemm | Marlin MoE | / Marlin | best dense 16-bit | / best dense | read floor "
+           "(3.0 TB/s) | / floor |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        peers = r["peers"]
+
+        def moe_us(name):
+            e = peers.get(name, {})
+            return e.get("us", {}).get("moe") if e.get("ok", True) and "error" not in e else None
+        ours, marlin = moe_us("mixgemm_moe[zp]"), moe_us("marlin_moe[zp]")
+        dense = [t for t in (moe_us("dense_fp16_loop"), moe_us("grouped_mm_bf16")) if t]
+        floor = r["read_us_at_3TBs"]["int4_zp"]
+        best = min(dense) if dense else None
+        out.append(f"| {MODEL_NAMES.get(r['model'], r['model'])} | {r['M']} | {ours:.1f} | {marlin:.1f} | "
+                   f"{marlin / ours:.2f}x faster | {best:.1f} | {best / ours:.2f}x | {floor:.1f} | "
+                   f"{ours / floor:.2f}x |")
+    return "\n".join(out)
+
+
+def tp_table(floor_path: str, grid_paths: list[str]) -> str:
+    floor, ours_bench = {}, {}
+    for rec in json.load(open(floor_path))["results"]:
+        key = (rec["K"], rec["N"], rec["M"])
+        if rec["peer"] == "read_floor":
+            floor[key] = rec["time_us"]
+        elif rec["peer"] == "mixgemm":
+            ours_bench[key] = rec["time_us"]
+    cells: dict = {}
+    for p in grid_paths:
+        for rec in json.load(open(p))["results"]:
+            if rec["ok"] and rec["median_us"]:
+                cells.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = rec["median_us"]
+    out = ["| K x N | M | mixgemm | best other peer | mixgemm / best | mixgemm / read floor |",
+           "|---|---|---|---|---|---|"]
+    won = total = 0
+    for key in sorted(cells, key=lambda k: (k[0] * k[1], k)):
+        p = cells[key]
+        ours = p.get("mixgemm[zp]")
+        others = {k: v for k, v in p.items() if k != "mixgemm[zp]"}
+        if ours is None or not others:
+            continue
+        best = min(others, key=others.get)
+        total += 1
+        won += ours <= others[best]
+        fl = f"{ours_bench[key] / floor[key]:.2f}x" if key in floor else "-"
+        mark = "" if ours <= others[best] else " **behind**"
+        out.append(f"| {key[0]}x{key[1]} | {key[2]} | {ours:.1f} | {others[best]:.1f} {best} | "
+                   f"{ours / others[best]:.3f}{mark} | {fl} |")
+    out.append(f"\nAt or ahead of every peer in {won} of {total} cells.")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "moe":
+        print(moe_table(argv[1:]))
+    elif len(argv) >= 3 and argv[0] == "tp":
+        print(tp_table(argv[1], argv[2:]))
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
