@@ -1,0 +1,57 @@
+"""The profiler's tensor-parallel shape sets and the MoE / TP tables of BENCHMARKS.md (CPU only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+from mixgemm.bench import cli
+from mixgemm.packing import check_weight_shape
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_tp_shapes_are_llama_3_70b_per_rank_gemms():
+    hidden, inter, q, kv = 8192, 28672, 64 * 128, 8 * 128
+    for w in (2, 4, 8):
+        expected = [(hidden, (q + 2 * kv) // w), (q // w, hidden), (hidden, 2 * inter // w), (inter // w, hidden)]
+        assert cli.parse_shapes(f"tp{w}") == expected
+    assert cli.parse_shapes("tp") == [s for w in (2, 4, 8) for s in cli.parse_shapes(f"tp{w}")]
+    for K, N in cli.parse_shapes("tp"):
+        check_weight_shape("tp shape", "sm80", K, N, 128)  # every shard runs on the sm80 layout's paths
+
+
+def test_bench_moe_parses_without_a_gpu():
+    args = cli.parse_args(["bench-moe", "--models", "qwen3", "--ms", "1,16"])
+    assert args.command == "bench-moe" and args.models == "qwen3" and args.ms == "1,16"
+
+
+def _record_tool():
+    spec = importlib.util.spec_from_file_location("record_moe_tp", ROOT / "tools" / "record_moe_tp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_moe_table_of_record():
+    table = _record_tool().moe_table([str(ROOT / "benchmarks" / "2026-11-26-h100-moe.json")])
+    rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
+    assert len(rows) == 3 * 8  # three models, eight token counts
+    assert table in (ROOT / "BENCHMARKS.md").read_text()
+
+
+def test_tp_table_of_record():
+    b = ROOT / "benchmarks"
+    table = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
+                                    [str(b / "2026-11-26-h100-tp-shards-tp2-tp4.json"),
+                                     str(b / "2026-11-26-h100-tp-shards-tp8.json")])
+    assert "in 33 of 56 cells" in table
+    assert table in (ROOT / "BENCHMARKS.md").read_text()
+
+
+@pytest.mark.parametrize("bad", ["tp3", "tp16"])
+def test_unknown_tp_sets_are_shapes_or_errors(bad):
+    with pytest.raises(Exception):
+        cli.parse_shapes(bad)
