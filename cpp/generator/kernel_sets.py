@@ -39,8 +39,8 @@ SM80_FULL = {
     (128, 128, 128, 32): (4,),
     (128, 256, 128, 32): (4,),
 }
-# The heuristic's first choice per regime: 16 x 128 is the M <= 16 tile of sm80-layout weights, 16 x 256
-# that of sm90-layout ones, 64 x 128 the middle, 128 x 256 large M.
+# The heuristic's first choice per regime: 16 x 128 is the M <= 16 tile of both layouts' weights, 64 x 128 the
+# middle, 128 x 256 large M; 16 x 256 (the runner-up at M <= 16) keeps the code of 64-column warps built.
 SM80_MINIMAL = {
     (16, 128, 16, 32): (4,),
     (16, 256, 16, 64): (3,),
@@ -57,6 +57,7 @@ SM80_ON_SM90_LAYOUT_FULL = {
     (64, 128, 64, 32): (3, 4),
 }
 SM80_ON_SM90_LAYOUT_MINIMAL = {
+    (16, 128, 16, 32): (4,),
     (16, 256, 16, 64): (3,),
     (64, 128, 64, 32): (4,),
 }

@@ -68,8 +68,20 @@ _PREFERENCE = (
     (math.inf, ((128, 256), (128, 128), (64, 128))),
 )
 # M <= 16: on the sm80 layout 16 x 128 tiles at 4 stages and 4 stream-K blocks per SM beat 16 x 256 on all four
-# probed shapes (by 4-7%); on the sm90 layout, whose B fragments come by ldmatrix, 16 x 256 kept the lead.
-_SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 256)}
+# probed shapes (by 4-7%). On the sm90 layout it depends on the weight's size: below 64 Mi elements 16 x 128 with
+# 2 blocks per SM (_STREAM_K_SM90_LAYOUT) took 0.75x-0.95x the time of 16 x 256 at M = 12 and 16 (4096x4096,
+# 2048x8192, 8192x2560, 8192x7168, 4096x11008, 11008x4096; H100, 2026-11-26), within 4% of the best config swept;
+# from 8192x14336 up it took 1.09x-1.13x, and 16 x 256 keeps them
+# (docs/perf-notes/2026-11-26-small-m-sm90-layout-tiles.md).
+_SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
+_SM90_LAYOUT_WIDE_TILE_FROM = 64 << 20  # weight elements (K x N) from which sm90-layout weights take 16 x 256
+
+
+def _small_m_first(layout: str, K: int, N: int) -> tuple[int, int]:
+    """The first 16-row tile for M <= 16 on ``layout`` (see above)."""
+    if layout == "sm90" and K * N >= _SM90_LAYOUT_WIDE_TILE_FROM:
+        return (16, 256)
+    return _SMALL_M_FIRST[layout]
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
 # each other, and less shared memory per block).
 _PREFERRED_STAGES = {(16, 128): 4}
@@ -92,6 +104,9 @@ _SPLIT_MODE = "parallel"
 # (up to 1.11x slower at M = 4096). Each block needs enough k-tiles to fill its pipeline.
 _STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): (2, 16), (64, 256): (2, 16),
              (128, 128): (1, 16), (128, 256): (1, 16)}
+# On the sm90 layout 16 x 128 blocks read their B fragments by ldmatrix from a layout made for 16-column wgmma
+# blocks; 4 per SM fell 1-11% behind 2 per SM in the sweep above (e.g. 8192x2560, M = 16: 11.4 against 10.6 us).
+_STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8)}
 _STREAM_K_MAX_M = 256
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
@@ -101,11 +116,12 @@ SWEEP_SPLIT_KS = (2, 4, 8, 16)
 SWEEP_STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 
 
-def _pick_tile(configs: list[Sm80Config], M: int, layout: str = "sm80") -> Sm80Config:
+def _pick_tile(configs: list[Sm80Config], M: int, layout: str = "sm80", K: int = 0, N: int = 0) -> Sm80Config:
     for bound, tiles in _PREFERENCE:
         if M <= bound:
             if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
-                tiles = (_SMALL_M_FIRST[layout],) + tuple(t for t in tiles if t != _SMALL_M_FIRST[layout])
+                first = _small_m_first(layout, K, N)
+                tiles = (first,) + tuple(t for t in tiles if t != first)
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
                 if matches:
@@ -116,11 +132,12 @@ def _pick_tile(configs: list[Sm80Config], M: int, layout: str = "sm80") -> Sm80C
     return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
 
 
-def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80Config | None:
+def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config | None:
     """``config`` as the stream-K grid the rule above gives it, or None where the rule does not apply."""
-    if (config.tile_m, config.tile_n) not in _STREAM_K or M > _STREAM_K_MAX_M:
+    rule = _STREAM_K_SM90_LAYOUT if layout == "sm90" else _STREAM_K
+    if (config.tile_m, config.tile_n) not in rule or M > _STREAM_K_MAX_M:
         return None
-    per_sm, least = _STREAM_K[config.tile_m, config.tile_n]
+    per_sm, least = rule[config.tile_m, config.tile_n]
     blocks = min(per_sm * sm_count, config.stream_k_units(M, N, K) // least)
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
@@ -128,12 +145,12 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles), then stream-K where the
     rule above has the tile, else split-K until the grid keeps the GPU busy."""
-    config = _pick_tile(configs, M, layout)
+    config = _pick_tile(configs, M, layout, K, N)
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M, layout)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
             config = large
-    stream_k = _stream_k(config, M, N, K, sm_count)
+    stream_k = _stream_k(config, M, N, K, sm_count, layout)
     if stream_k is not None:
         return stream_k
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
