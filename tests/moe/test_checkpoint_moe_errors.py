@@ -124,12 +124,13 @@ def test_a_missing_router_is_named(monkeypatch, tmp_path):
                       "model.layers.1.mlp.gate.weight", family="qwen3_moe")
 
 
-def test_a_quantized_router_is_refused(monkeypatch, tmp_path):
-    written(tmp_path, family="qwen3_moe")
+@pytest.mark.parametrize("method, marker", [("awq", "qweight"), ("compressed-tensors", "weight_packed")])
+def test_a_quantized_router_is_refused(monkeypatch, tmp_path, method, marker):
+    written(tmp_path, family="qwen3_moe", method=method)
     drop_tensor(tmp_path, "model.layers.0.mlp.gate.weight")
-    add_tensor(tmp_path, "model.layers.0.mlp.gate.qweight", torch.zeros(256, 1, dtype=torch.int32))
-    refused_unchanged(monkeypatch, tmp_path, "holds model.layers.0.mlp.gate.qweight, but mixgemm keeps routers dense",
-                      family="qwen3_moe")
+    add_tensor(tmp_path, f"model.layers.0.mlp.gate.{marker}", torch.zeros(256, 1, dtype=torch.int32))
+    refused_unchanged(monkeypatch, tmp_path, f"holds model.layers.0.mlp.gate.{marker}, but mixgemm keeps routers "
+                      "dense", family="qwen3_moe")
 
 
 def test_an_expert_the_config_keeps_dense_is_refused(monkeypatch, tmp_path):

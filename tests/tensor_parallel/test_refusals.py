@@ -53,6 +53,25 @@ def test_act_order_column_shard_whose_k_needs_padding():
         cut("gptq_act_order", 224, 128, 32, 0, 2, "column")
 
 
+@pytest.mark.parametrize("style", ["row", "column"])
+@pytest.mark.parametrize("bad", ["out_of_range", "negative", "unequal_groups"])
+def test_bad_g_idx_is_a_value_error(style, bad):
+    # A corrupt g_idx is refused with the whole-layer loader's rule, not an IndexError while a row shard
+    # indexes the scales with it.
+    layer = make_layer("gptq_act_order", 256, 128, 64)
+    t = layer.tensors
+    g_idx = t["g_idx"].clone()
+    if bad == "out_of_range":
+        g_idx[0] = 4
+    elif bad == "negative":
+        g_idx[0] = -1
+    else:
+        g_idx[g_idx == 1] = 0
+    with pytest.raises(ValueError, match="g_idx must give each of the 4 groups exactly group_size = 64 rows"):
+        shard_checkpoint("model.layers.3.mlp.down_proj", ShardSpec(0, 2, style), layer.fmt, layer.bits,
+                         t["qweight"], t["scales"], t["qzeros"], g_idx, t["bias"])
+
+
 def test_heads_that_do_not_split(tmp_path):
     pytest.importorskip("transformers")
     from checkpoint_helpers import random_llama, tiny_llama_config, snapshot, assert_unchanged, write_llama_checkpoint

@@ -23,7 +23,8 @@ from .. import _checks, formats
 from .config import QuantConfig
 from .files import CheckpointFiles
 from .moe_blocks import FAMILIES, MoeBlock, find_moe_blocks
-from .moe_experts import ExpertNames, ExpertTensors, holds_quantized_experts, locate_experts, read_block_experts
+from .moe_experts import (ExpertNames, ExpertTensors, holds_quantized_experts, locate_experts, quantized_marker,
+                          read_block_experts)
 
 
 @dataclasses.dataclass
@@ -85,18 +86,19 @@ def plan_moe_blocks(fn: str, model: torch.nn.Module, files: CheckpointFiles, qua
                                  f"{block.checkpoint_prefixes()} but not expert 0's gate projection under any of "
                                  f"the names {[p[0] for p in block.family.projections]}")
             continue  # experts stored dense: the dense loader reads them
-        router_key = _router_key(fn, block, names, files)
+        router_key = _router_key(fn, block, names, files, quant_config.method)
         load.plans.append(_BlockPlan(block, names, router_key, _block_device(fn, block, target),
                                      _block_dtype(fn, block, act_dtype)))
     return load
 
 
-def _router_key(fn: str, block: MoeBlock, names: ExpertNames, files: CheckpointFiles) -> str:
+def _router_key(fn: str, block: MoeBlock, names: ExpertNames, files: CheckpointFiles, method: str) -> str:
     """The router's dense weight, under the checkpoint's block name or the model's, shape-checked."""
-    candidates = list(dict.fromkeys([f"{names.prefix}.gate.weight", f"{block.name}.gate.weight"]))
+    routers = list(dict.fromkeys([f"{names.prefix}.gate", f"{block.name}.gate"]))
+    candidates = [f"{r}.weight" for r in routers]
     key = next((k for k in candidates if k in files), None)
     if key is None:
-        quantized = [k.replace(".weight", ".qweight") for k in candidates if k.replace(".weight", ".qweight") in files]
+        quantized = [q for q in (f"{r}.{quantized_marker(method)}" for r in routers) if q in files]
         why = (f"; it holds {quantized[0]}, but mixgemm keeps routers dense (list the router in the config's "
                "modules_to_not_convert / ignore when quantizing)") if quantized else ""
         raise ValueError(f"{fn}: {block.name}: the checkpoint ({files.folder}) has no router weight "

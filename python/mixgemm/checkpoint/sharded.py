@@ -27,8 +27,8 @@ def read_layer_shard(files: CheckpointFiles, name: str, scheme: QuantScheme, dty
     if scheme.method == "compressed-tensors":
         sources, fmt, scale_key = _compressed_tensors_sources(files, name, scheme), "gptq_v2", f"{name}.weight_scale"
     else:
-        sources, fmt, scale_key = _awq_gptq_sources(files, name, scheme), None, f"{name}.scales"
         fmt = "awq" if scheme.method == "awq" else scheme.zero_format
+        sources, scale_key = _awq_gptq_sources(files, name, scheme), f"{name}.scales"
     g_idx = sources["g_idx"]
     if g_idx is not None and (g_idx.dim() != 1 or g_idx.dtype.is_floating_point):
         raise ValueError(f"{name}.g_idx must be a 1-D integer tensor, got {g_idx.dtype} {tuple(g_idx.shape)}")

@@ -16,9 +16,10 @@ contiguous after prepack's permutation of K, so:
 
 Plain-order (AWQ, or GPTQ without act-order) row shards are regrouped the same way, with ``g_idx = k // G``,
 when cutting them at whole groups would leave groups smaller than the kernel paths' 32 rows (Qwen2.5-72B's
-down_proj at TP 8: shards of 3696 rows start 16 rows into a group): only their first and last groups are
-partial, so that costs a few padded rows and the input gather, where groups of 16 would leave only the dequant
-path, which expands the whole weight on every call.
+down_proj at TP 8: shards of 3696 rows start a multiple of 16 rows into a group, so the cut needs groups of
+gcd(128, 3696) = 16): only their first and last groups are partial, so that costs a few padded rows and the
+input gather, where groups of 16 would leave only the dequant path, which expands the whole weight on every
+call.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import torch
 from .. import formats
 from .geometry import ShardGeometry, check_runs, kernel_rule, padded
 from .slicing import slice_qweight
+
 
 @dataclasses.dataclass
 class ActOrderShard:

@@ -102,6 +102,18 @@ def _check_companions(name: str, K: int, N: int, G: int, per_word: int, qzeros, 
                              f"got {shape_of(value)}")
 
 
+def _check_g_idx(name: str, g_idx: torch.Tensor, K: int, G: int) -> None:
+    """The full layer's g_idx gives each of the K / G groups exactly G rows (the rule prepack and the whole-layer
+    loader apply), checked before a row shard indexes scales with it."""
+    if g_idx.dtype.is_floating_point or g_idx.dtype == torch.bool:
+        raise ValueError(f"{name}.g_idx must hold integer group indices, got {g_idx.dtype}")
+    groups = K // G
+    g = g_idx.long()
+    if int(g.min()) < 0 or int(g.max()) >= groups or not bool((torch.bincount(g, minlength=groups) == G).all()):
+        raise ValueError(f"{name}.g_idx must give each of the {groups} groups exactly group_size = {G} rows of K "
+                         "(act-order permutes rows; it does not resize groups)")
+
+
 def needs_regroup(cut: ShardGeometry) -> bool:
     """Whether a plain-order row shard is regrouped (act_order.py) rather than cut at its own group size: when
     that size would be below the kernel paths' smallest group, and regrouping can reach it."""
@@ -133,6 +145,8 @@ def shard_checkpoint(name: str, spec: ShardSpec, fmt: str, bits: int, qweight, s
     k_pack = 1 if fmt == "awq" else per_word
     cut = split_shard(name, spec, K, N, G, bits, k_pack, per_word)
     index = read(g_idx)
+    if index is not None and fmt != "awq":
+        _check_g_idx(name, index, K, G)
     if index is not None and (fmt == "awq" or act_order_rows.is_plain_order(index, G)):
         index = None  # GPTQ writes g_idx = k // G for every layer: no act-order
     if spec.style != COLUMN and (index is not None or needs_regroup(cut)):

@@ -32,7 +32,6 @@ class ModelShape:
                 "o_proj": (q, self.hidden), "gate_proj": (self.hidden, self.intermediate),
                 "up_proj": (self.hidden, self.intermediate), "down_proj": (self.intermediate, self.hidden)}
 
-
     def sharded_gemms(self, world: int) -> dict[str, tuple[int, int]]:
         """The (K, N) of the GEMMs one rank runs at TP ``world``, fused as vLLM fuses them (QKVParallelLinear,
         MergedColumnParallelLinear): qkv and gate_up column-parallel (N split), o and down row-parallel (K

@@ -19,6 +19,7 @@ import torch
 
 from .geometry import ShardGeometry
 from .sources import read
+from .spec import COLUMN
 
 
 def slice_qweight(g: ShardGeometry, fmt: str, qweight) -> torch.Tensor:
@@ -54,6 +55,6 @@ def slice_bias(g: ShardGeometry, bias) -> Optional[torch.Tensor]:
     all-reduce adds it exactly once."""
     if bias is None:
         return None
-    if g.spec.style == "column":
+    if g.spec.style == COLUMN:
         return read(bias, slice(g.n_start, g.n_start + g.n_size))
     return read(bias) if g.spec.rank == 0 else None
