@@ -123,8 +123,9 @@ def cpu_prepack_experts(qweights, scales, qzeros=None, group_size=None, *, forma
                         {"format": format, "group_size": group_size, "gated": gated})
 
 
-def cpu_fused_moe(x, w13, w2, topk_weights, topk_ids):
-    """mixgemm.moe.fused_moe's contract on DenseExperts: the float32 reference, rounded to x's dtype."""
+def cpu_fused_moe(x, w13, w2, topk_weights, topk_ids, *, check_ids=True):
+    """mixgemm.moe.fused_moe's contract on DenseExperts: the float32 reference, rounded to x's dtype (which checks
+    every id, whatever check_ids says)."""
     assert topk_weights.dtype == torch.float32, topk_weights.dtype
     return reference_fused_moe(x, w13.dense, w2.dense, topk_weights, topk_ids).to(x.dtype)
 

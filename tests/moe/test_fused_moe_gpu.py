@@ -102,7 +102,7 @@ def test_layer_rules():
     w13, w2, *_ = make_layer(E, hidden, inter, torch.float16)
     x = torch.randn(3, hidden, device="cuda", dtype=torch.float16)
     ids, w = random_routing(3, E, top_k)
-    with pytest.raises(ValueError, match="w13 must be the gated gate/up projection"):
+    with pytest.raises(ValueError, match="w13 must be gated: the gate/up projection"):
         moe.fused_moe(x, w2, w2, w, ids)
     with pytest.raises(ValueError, match="w2 \\(the down projection\\) must not be gated"):
         moe.fused_moe(x, w13, w13, w, ids)

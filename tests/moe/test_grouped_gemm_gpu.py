@@ -23,7 +23,7 @@ def run_all_configs(x, experts, weights, ids, x_rows, topk_weights=None):
     E = experts.num_experts
     ref = reference_grouped(x, weights, ids, x_rows, topk_weights, gated=experts.gated)
     for config in configs_of(experts.key):
-        block_m = heuristic._parse(config)[0]
+        block_m = heuristic.tile_of(config)[0]
         r = moe.route(ids, E, block_m)
         poison_allocator(ref.numel() * 2)
         out = moe.grouped_gemm(x, experts, r, x_rows=x_rows, topk_weights=topk_weights, config=config)
@@ -73,7 +73,7 @@ def test_deterministic():
     ids, w = random_routing(T, E, top_k)
     x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16)
     for config in configs_of(experts.key):
-        r = moe.route(ids, E, heuristic._parse(config)[0])
+        r = moe.route(ids, E, heuristic.tile_of(config)[0])
         first = moe.grouped_gemm(x, experts, r, topk_weights=w, config=config)
         for _ in range(3):
             again = moe.grouped_gemm(x, experts, moe.route(ids, E, r.block_m), topk_weights=w, config=config)
@@ -96,7 +96,7 @@ def test_bad_inputs_get_clear_errors():
         moe.grouped_gemm(x, experts, r, topk_weights=w[:4].contiguous())
     with pytest.raises(ValueError, match="routing is over 8 experts, the weights hold 4"):
         moe.grouped_gemm(x, experts, moe.route(ids, 8, 16))
-    with pytest.raises(ValueError, match="has tile_m"):
+    with pytest.raises(ValueError, match="takes blocks of 16 rows but the routing was built for block_m"):
         moe.grouped_gemm(x, experts, moe.route(ids, E, 32) if 32 in {m for m, _, _ in heuristic.compiled_tiles(
             experts.key)} else moe.route(ids, E, 64), config=configs_of(experts.key, 16)[0])
     with pytest.raises(ValueError, match="must be a mixgemm.moe.ExpertWeights"):

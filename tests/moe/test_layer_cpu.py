@@ -77,14 +77,15 @@ def test_without_the_shared_expert_a_qwen2_block_differs(monkeypatch):
 def test_fused_moe_gets_float32_weights_and_flat_tokens(monkeypatch):
     seen = {}
 
-    def spy(x, w13, w2, topk_weights, topk_ids):
-        seen.update(x=x.shape, weights=topk_weights.dtype, ids=topk_ids.shape)
+    def spy(x, w13, w2, topk_weights, topk_ids, *, check_ids=True):
+        seen.update(x=x.shape, weights=topk_weights.dtype, ids=topk_ids.shape, check_ids=check_ids)
         return torch.zeros_like(x)
 
     block = moe_block("qwen3_moe")  # Qwen's router returns its weights in the activation dtype
     monkeypatch.setattr("mixgemm.moe.fused_moe_op", spy)
     QuantMoE(block.gate, *experts_of(block))(torch.randn(3, 4, 256).half())
-    assert seen == {"x": (12, 256), "weights": torch.float32, "ids": (12, 2)}
+    # The router's own top-k ids are in range: no per-layer host sync to check them.
+    assert seen == {"x": (12, 256), "weights": torch.float32, "ids": (12, 2), "check_ids": False}
 
 
 @pytest.mark.parametrize("family,overrides,renormalize", [

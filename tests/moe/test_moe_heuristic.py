@@ -32,7 +32,7 @@ def test_choices_are_compiled(compiled, slots, experts):
     block_m = heuristic.block_m_for(slots, experts, KEY)
     for n in (1536, 2048, 28672, 4096):
         config = heuristic.config_for(block_m, slots, experts, n, KEY, 132)
-        assert (block_m, heuristic._parse(config)[1], config) in compiled
+        assert (block_m, heuristic.tile_of(config)[1], config) in compiled
 
 
 def test_tile_m_grows_with_tokens_per_expert(compiled):
@@ -45,12 +45,12 @@ def test_decode_picks_a_narrow_tile_when_few_experts_are_hit(monkeypatch):
     monkeypatch.setattr(heuristic, "compiled_tiles", lambda key: tiles)
 
     def width(slots, E, n):
-        return heuristic._parse(heuristic.config_for(16, slots, E, n, KEY, 132))[1]
+        return heuristic.tile_of(heuristic.config_for(16, slots, E, n, KEY, 132))[1]
     assert width(2, 8, 4096) == 64        # Mixtral down projection, one token: 2 experts x 32 blocks of 128
     assert width(128, 128, 2048) == 128   # 16 tokens over 128 experts: plenty of blocks
     assert heuristic.config_for(8, 2, 8, 4096, KEY, 132).startswith("decode_m8")
 
 
 def test_config_names_parse():
-    assert heuristic._parse("decode_m8_w4") == (8, 64)
-    assert heuristic._parse("128x256x64_w128x32x64_s4") == (128, 256)
+    assert heuristic.tile_of("decode_m8_w4") == (8, 64)
+    assert heuristic.tile_of("128x256x64_w128x32x64_s4") == (128, 256)

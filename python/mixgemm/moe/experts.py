@@ -78,10 +78,20 @@ def interleave_runs(t: torch.Tensor, n: int) -> torch.Tensor:
     return runs.index_select(-2, order).reshape(t.shape).contiguous()
 
 
-def _checkpoint_n(fn: str, e: int, qweight: torch.Tensor, scales: torch.Tensor) -> int:
-    if scales.dim() != 2:
-        raise ValueError(f"{fn}: scales[{e}] must be 2-D [K/G, N], got shape {tuple(scales.shape)}")
+def _checkpoint_n(fn: str, e: int, scales: torch.Tensor) -> int:
+    if not isinstance(scales, torch.Tensor) or scales.dim() != 2:
+        got = tuple(scales.shape) if isinstance(scales, torch.Tensor) else type(scales).__name__
+        raise ValueError(f"{fn}: scales[{e}] must be a 2-D tensor [K/G, N], got {got}")
     return scales.shape[1]
+
+
+def _check_interleavable(fn: str, e: int, name: str, t: torch.Tensor, n: int) -> None:
+    """``t`` must cover the N columns in whole runs of GATED_RUN (what interleave_runs moves), so that a badly
+    shaped tensor is refused here, naming it, and not deep in a reshape."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 2 or (t.shape[-1] * GATED_RUN) % n or t.shape[-1] * GATED_RUN < n:
+        got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{fn}: expert {e}: {name} must be a 2-D tensor whose last dimension packs N = {n} columns "
+                         f"(scales: N; AWQ qweight and zeros: N / 8; GPTQ qweight: N), got {got}")
 
 
 def prepack_experts(
@@ -120,11 +130,14 @@ def prepack_experts(
     packed = []
     for e in range(E):
         q, s, z = qweights[e], scales[e], zeros[e]
-        n = _checkpoint_n(fn, e, q, s)
+        n = _checkpoint_n(fn, e, s)
         if gated:
             if n % (2 * GATED_RUN) != 0:
                 raise ValueError(f"{fn}: gated experts need N = 2 x intermediate with intermediate a multiple of "
                                  f"{GATED_RUN}; expert {e} has N = {n}")
+            for name, t in (("qweight", q), ("qzeros", z)):
+                if t is not None:
+                    _check_interleavable(fn, e, name, t, n)
             s = interleave_runs(s, n)
             z = interleave_runs(z, n) if z is not None else None
             # AWQ packs N (8 columns per word); GPTQ packs K, so its qweight's columns are plain values.

@@ -26,22 +26,31 @@ def plan_tiles(num_tokens: int, top_k: int, w13: ExpertWeights, w2: ExpertWeight
             heuristic.config_for(block_m, slots, E, w2.n, w2.key, sm_count))
 
 
+# What the layer reads of each projection: an ExpertWeights, or an object with its fields (the CPU tests'
+# stand-ins for QuantMoE).
+_EXPERT_FIELDS = ("num_experts", "n", "k", "gated", "act_dtype", "bits", "group_size")
+
+
 def check_layer(fn: str, w13: ExpertWeights, w2: ExpertWeights) -> None:
+    """The two projections make one SwiGLU expert layer: w13 ``[hidden, 2 x inter]`` gated, w2 ``[inter, hidden]``
+    plain, the same experts and activation dtype. Shared by fused_moe and QuantMoE."""
     for name, w in (("w13", w13), ("w2", w2)):
-        if not isinstance(w, ExpertWeights):
-            raise ValueError(f"{fn}: {name} must be a mixgemm.moe.ExpertWeights, got {type(w).__name__}")
+        missing = [f for f in _EXPERT_FIELDS if not hasattr(w, f)]
+        if missing:
+            raise ValueError(f"{fn}: {name} must be an ExpertWeights (mixgemm.moe.prepack_experts), got "
+                             f"{type(w).__name__} (no {', '.join(missing)})")
     if not w13.gated:
-        raise ValueError(f"{fn}: w13 must be the gated gate/up projection (prepack_experts(..., gated=True))")
+        raise ValueError(f"{fn}: w13 must be gated: the gate/up projection (prepack_experts(..., gated=True) of "
+                         "the [gate | up] weights)")
     if w2.gated:
         raise ValueError(f"{fn}: w2 (the down projection) must not be gated")
     if w13.num_experts != w2.num_experts:
-        raise ValueError(f"{fn}: w13 holds {w13.num_experts} experts, w2 {w2.num_experts}")
-    if w2.k != w13.out_features:
-        raise ValueError(f"{fn}: w2's K = {w2.k} must equal the intermediate size w13.n / 2 = {w13.out_features}")
-    if w2.n != w13.k:
-        raise ValueError(f"{fn}: w2's N = {w2.n} must equal the hidden size w13's K = {w13.k}")
+        raise ValueError(f"{fn}: w13 holds {w13.num_experts} experts but w2 {w2.num_experts}")
     if w13.act_dtype != w2.act_dtype:
         raise ValueError(f"{fn}: w13 is {w13.act_dtype}, w2 {w2.act_dtype}; both must share the activation dtype")
+    if w13.n != 2 * w2.k or w13.k != w2.n:
+        raise ValueError(f"{fn}: w13 is [K={w13.k}, N={w13.n}] and w2 [K={w2.k}, N={w2.n}]; an expert needs w13 "
+                         "[hidden, 2 x intermediate] and w2 [intermediate, hidden]")
 
 
 def fused_moe(x: torch.Tensor, w13: ExpertWeights, w2: ExpertWeights, topk_weights: torch.Tensor,
@@ -51,10 +60,15 @@ def fused_moe(x: torch.Tensor, w13: ExpertWeights, w2: ExpertWeights, topk_weigh
     (float; renormalized or not, as the model does) and ``topk_ids`` ``[tokens, top_k]``.
 
     ``check_ids``: verify every id names an expert (a host sync, skipped under CUDA-graph capture and
-    torch.compile)."""
+    torch.compile). Where it is skipped or off, an id outside ``[0, experts)`` is the caller's bug the kernels
+    cannot report: its slot's rows are never written, and that token's output is undefined (the kernels never
+    read or write out of bounds). Routers that take the top-k of their own experts' scores cannot produce one
+    (QuantMoE passes ``check_ids=False``)."""
     fn = "mixgemm.moe.fused_moe"
     check_layer(fn, w13, w2)
     _checks.check_tensor(fn, "x", x, (w13.act_dtype,), 2)
+    if not isinstance(topk_ids, torch.Tensor):
+        raise ValueError(f"{fn}: topk_ids must be a torch.Tensor [tokens, top_k], got {type(topk_ids).__name__}")
     if x.shape[1] != w13.k:
         raise ValueError(f"{fn}: x must be [tokens, hidden = {w13.k}], got {tuple(x.shape)}")
     if not isinstance(topk_weights, torch.Tensor) or topk_weights.shape != topk_ids.shape:

@@ -12,6 +12,8 @@ from .experts import ExpertWeights
 from .routing import Routing
 
 X_ROWS = ("token", "slot")
+K_TILE = 64  # K per k-tile of both kernel forms (the sm80 main loop's and the GEMV's batch): split-K's unit
+FLOAT32_BYTES = 4  # split-K partials are fp32
 
 
 def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x_rows: str = "token",
@@ -48,27 +50,33 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
         _checks.check_shape(fn, "topk_weights", topk_weights, (routing.num_tokens, routing.top_k),
                             "tokens x top_k, as topk_ids")
         weights_ptr = topk_weights.data_ptr()
-    _checks.check_same_device(fn, x=x, packed=experts.packed, topk_ids_routing=routing.slot_of)
+    tensors = {"x": x, "packed experts": experts.packed, "routing": routing.slot_of}
+    if topk_weights is not None:
+        tensors["topk_weights"] = topk_weights
+    _checks.check_same_device(fn, **tensors)
     if config is None:
         gpu = device.facts(fn, x.device)
         config = heuristic.config_for(routing.block_m, routing.num_slots, routing.num_experts, experts.n, experts.key,
                                       gpu.sm_count)
-    elif heuristic._parse(config)[0] != routing.block_m:
-        raise ValueError(f"{fn}: config {config} has tile_m {heuristic._parse(config)[0]} but the routing was "
-                         f"built for block_m = {routing.block_m}")
+    else:
+        block_m = heuristic.block_height(config)
+        if block_m != routing.block_m:
+            raise ValueError(f"{fn}: config {config} takes blocks of {block_m} rows but the routing was built for "
+                             f"block_m = {routing.block_m}")
     if split_k is None:
         split_k = heuristic.split_for(routing.block_m, config, routing.num_slots, routing.num_experts, experts.n,
                                       experts.k, device.facts(fn, x.device).sm_count)
-    elif isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= experts.k // 64:
-        raise ValueError(f"{fn}: split_k must be an int in [1, K / 64 = {experts.k // 64}], got {split_k!r}")
+    elif isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= experts.k // K_TILE:
+        raise ValueError(f"{fn}: split_k must be an int in [1, K / {K_TILE} = {experts.k // K_TILE}], got "
+                         f"{split_k!r}")
     out = torch.empty((routing.num_slots, experts.out_features), dtype=x.dtype, device=x.device)
     a_rows = routing.token_of if x_rows == "token" else routing.slot_of
     stream = current_stream(x.device)
     scratch_ptr = semaphores_ptr = 0
     if split_k > 1:
-        tile_m, tile_n = heuristic._parse(config)
+        tile_m, tile_n = heuristic.tile_of(config)
         tiles = routing.max_blocks * -(-experts.n // tile_n)
-        scratch_ptr = workspace.scratch(x.device, stream, 4 * split_k * tiles * tile_m * tile_n).data_ptr()
+        scratch_ptr = workspace.scratch(x.device, stream, FLOAT32_BYTES * split_k * tiles * tile_m * tile_n).data_ptr()
         semaphores_ptr = workspace.semaphores(x.device, stream, tiles).data_ptr()
     with device_guard(x.device):
         _C.moe.grouped_gemm(config, experts.key.as_tuple(), experts.gated, x.data_ptr(), experts.packed.data_ptr(),

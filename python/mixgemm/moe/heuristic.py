@@ -21,7 +21,17 @@ _DECODE_FORM = "decode_m"  # the decode form's config names: decode_m8_w4 (8 row
 _WIDE_MIN_LOAD = 512
 
 
-def _parse(name: str) -> tuple[int, int]:
+def block_height(name: str) -> int:
+    """The routing block a config takes (its tile_m; 8 for the decode form); ValueError for a name that is no
+    grouped GEMM config."""
+    try:
+        return tile_of(name)[0]
+    except (ValueError, IndexError):
+        raise ValueError(f"mixgemm.moe: {name!r} is no grouped GEMM config name (e.g. 'decode_m8_w4', "
+                         "'16x128x64_w16x32x64_s4'; mixgemm._C.moe.compiled_configs lists this build's)") from None
+
+
+def tile_of(name: str) -> tuple[int, int]:
     """(block height, width) of a config name: decode_m8_w4 -> (8, 64), 16x128x64_w16x32x64_s4 -> (16, 128)."""
     if name.startswith(_DECODE_FORM):
         return int(name[len(_DECODE_FORM):].split("_")[0]), 64
@@ -33,7 +43,7 @@ def _parse(name: str) -> tuple[int, int]:
 def compiled_tiles(key: KernelKey) -> tuple[tuple[int, int, str], ...]:
     from .. import _C
 
-    return tuple((*_parse(name), name) for name in _C.moe.compiled_configs(key.as_tuple()))
+    return tuple((*tile_of(name), name) for name in _C.moe.compiled_configs(key.as_tuple()))
 
 
 def block_m_for(num_slots: int, num_experts: int, key: KernelKey) -> int:
@@ -74,7 +84,7 @@ def split_for(block_m: int, config: str, num_slots: int, num_experts: int, n: in
     """K splits for a grouped GEMM: 1 unless the decode form or 16-row tiles leave SMs without blocks."""
     if block_m > 16:
         return 1
-    tile_n = _parse(config)[1]
+    tile_n = tile_of(config)[1]
     blocks = (min(num_slots, num_experts) + num_slots // block_m) * -(-n // tile_n)
     want = -(-_DECODE_BLOCKS_PER_SM * sm_count // blocks)
     return max(1, min(want, k // 64 // _MIN_K_TILES_PER_SPLIT))

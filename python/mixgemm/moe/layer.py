@@ -15,6 +15,7 @@ from typing import Optional
 import torch
 
 from .. import moe as moe_api  # looked up at call time, so the functional API may be swapped (CPU tests)
+from .functional import check_layer
 
 
 class QuantMoE(torch.nn.Module):
@@ -39,7 +40,7 @@ class QuantMoE(torch.nn.Module):
         if not isinstance(router, torch.nn.Module):
             raise ValueError(f"{fn}: router must be a torch.nn.Module returning (router_logits, topk_weights, "
                              f"topk_ids), got {type(router).__name__}")
-        _check_experts(fn, w13, w2)
+        check_layer(fn, w13, w2)
         _check_router(fn, router, w13)
         if shared_expert_gate is not None and shared_expert is None:
             raise ValueError(f"{fn}: shared_expert_gate needs a shared_expert to gate")
@@ -57,8 +58,9 @@ class QuantMoE(torch.nn.Module):
         x = hidden_states.reshape(-1, shape[-1]).contiguous()
         _, topk_weights, topk_ids = self.gate(x)
         # Routers return float32 (Mixtral) or the activation dtype (Qwen); the grouped GEMM takes float32.
-        # fused_moe_op: fused_moe itself in eager mode, its custom op under torch.compile / dispatch modes.
-        out = moe_api.fused_moe_op(x, self.w13, self.w2, topk_weights.float(), topk_ids)
+        # fused_moe_op: fused_moe itself in eager mode, its custom op under torch.compile / dispatch modes. The
+        # ids are the router's top-k of its own experts, in range by construction: no per-layer host sync.
+        out = moe_api.fused_moe_op(x, self.w13, self.w2, topk_weights.float(), topk_ids, check_ids=False)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)
             if self.shared_expert_gate is not None:
@@ -70,29 +72,6 @@ class QuantMoE(torch.nn.Module):
         return (f"num_experts={self.num_experts}, hidden_size={self.hidden_size}, "
                 f"intermediate_size={self.intermediate_size}, bits={self.w13.bits}, "
                 f"group_size={self.w13.group_size}/{self.w2.group_size}, act_dtype={self.w13.act_dtype}")
-
-
-_EXPERT_FIELDS = ("num_experts", "n", "k", "gated", "act_dtype", "bits", "group_size")
-
-
-def _check_experts(fn: str, w13, w2) -> None:
-    """The two projections fit one SwiGLU expert: w13 [hidden, 2 * inter] gated, w2 [inter, hidden] not."""
-    for name, w in (("w13", w13), ("w2", w2)):
-        missing = [f for f in _EXPERT_FIELDS if not hasattr(w, f)]
-        if missing:
-            raise ValueError(f"{fn}: {name} must be an ExpertWeights from mixgemm.moe.prepack_experts, got "
-                             f"{type(w).__name__} (no {', '.join(missing)})")
-    if not w13.gated:
-        raise ValueError(f"{fn}: w13 must be gated (prepack_experts(..., gated=True) of the [gate | up] weights)")
-    if w2.gated:
-        raise ValueError(f"{fn}: w2 (the down projection) must not be gated")
-    if w13.num_experts != w2.num_experts:
-        raise ValueError(f"{fn}: w13 holds {w13.num_experts} experts but w2 {w2.num_experts}")
-    if w13.act_dtype != w2.act_dtype:
-        raise ValueError(f"{fn}: w13's activation dtype {w13.act_dtype} differs from w2's {w2.act_dtype}")
-    if w13.n != 2 * w2.k or w13.k != w2.n:
-        raise ValueError(f"{fn}: w13 is [K={w13.k}, N={w13.n}] and w2 [K={w2.k}, N={w2.n}]; an expert needs w13 "
-                         "[hidden, 2 * intermediate] and w2 [intermediate, hidden]")
 
 
 def _check_router(fn: str, router: torch.nn.Module, w13) -> None:

@@ -5,8 +5,10 @@ transformers' routers: ``router(hidden [T, hidden]) -> (router_logits [T, E], to
 model keeps the model's own router module (its routing is then the model's by construction, and transformers'
 ``output_router_logits`` still records it); this one is for building a QuantMoE without transformers.
 
-The families differ only in renormalisation: Mixtral always divides the top-k probabilities by their sum,
-Qwen2-MoE and Qwen3-MoE only when their config's ``norm_topk_prob`` is true.
+The families differ in renormalisation: Mixtral always divides the top-k probabilities by their sum,
+Qwen2-MoE and Qwen3-MoE only when their config's ``norm_topk_prob`` is true. They also differ in the weights'
+dtype: Mixtral's router returns them in float32, as this one does, while Qwen's rounds them to the logits'
+dtype (fp16 / bf16) first, so this router matches a Qwen router to that rounding, not bit for bit.
 """
 
 from __future__ import annotations
