@@ -104,7 +104,7 @@ def build_sharded_quant_linear(name: str, sharded: ShardedCheckpoint, scheme: Qu
     (model.build_quant_linear for a shard)."""
     import warnings
 
-    from .. import formats, packing
+    from .. import formats
     from ..nn import QuantLinear
 
     extra = {} if layout == "auto" else {"layout": layout}
@@ -112,9 +112,7 @@ def build_sharded_quant_linear(name: str, sharded: ShardedCheckpoint, scheme: Qu
         with warnings.catch_warnings():
             if scheme.method == "gptq" and scheme.symmetric:
                 warnings.simplefilter("ignore", formats.ZeroPointFormatWarning)  # read_layer_shard checked them
-            packed = packing.prepack(sharded.qweight, sharded.scales, sharded.qzeros, **sharded.prepack_kwargs(),
-                                     **extra)
-        return QuantLinear(packed, sharded.bias, config=config, shard=sharded.layer_shard())
+            return QuantLinear._from_shard(sharded, config, extra)
     except ValueError as error:
         raise ValueError(f"{name} ({sharded.geometry.spec.describe()}): {error}") from error
 
