@@ -47,6 +47,14 @@ def registry(namespace: str, externs: list[str], rows: list[str], entry: str = "
                     *rows, "};\n", f"}}  // namespace mixgemm::{namespace}\n"])
 
 
+def instance_file(out: pathlib.Path, name: str, include: str, namespace: str, decls: list[str]) -> pathlib.Path:
+    """One generated .cu: the explicit instantiations ``decls`` of a launcher template from ``include``."""
+    path = out / name
+    write_if_changed(path, "".join([HEADER, f'#include "{include}"\n', f"namespace mixgemm::{namespace} {{\n", *decls,
+                                    f"}}  // namespace mixgemm::{namespace}\n"]))
+    return path
+
+
 def sm80_tile_name(tile: tuple) -> str:
     tile_m, tile_n, warp_m, warp_n = tile
     return f"{tile_m}x{tile_n}x{ks.SM80_TILE_K}_w{warp_m}x{warp_n}"
@@ -61,25 +69,22 @@ def generate_sm80(kernel_set: str, out: pathlib.Path) -> list[pathlib.Path]:
     for layout, table in tiles.items():
         for tile, stage_list in table.items():
             tile_m, tile_n, warp_m, warp_n = tile
-            lines = [HEADER, '#include "mixgemm/sm80/launch.cuh"\n', "namespace mixgemm::sm80 {\n"]
+            decls = []
             for stages in stage_list:
                 for act, (cuda_type, _) in ks.ACT_TYPES.items():
                     for bits in ks.WEIGHT_BITS:
                         for scheduling, schedule in ks.SM80_SCHEDULES.values():
                             args = (f"{cuda_type}, {bits}, WeightLayout::{ks.LAYOUTS[layout]}, {tile_m}, {tile_n}, "
                                     f"{warp_m}, {warp_n}, {stages}, {schedule}")
-                            decl = f"template void launch_gemm<{args}>(const GemmArgs&, cudaStream_t);\n"
-                            lines.append(decl)
-                            externs.append("extern " + decl)
+                            decls.append(f"template void launch_gemm<{args}>(const GemmArgs&, cudaStream_t);\n")
+                            externs.append("extern " + decls[-1])
                             key = key_literal(act, bits, layout, "scale_offset")
                             rows.append(f"    {{{{{tile_m}, {tile_n}, {ks.SM80_TILE_K}, {warp_m}, {warp_n}, "
                                         f"{ks.SM80_TILE_K}, {stages}}}, {key}, Scheduling::{scheduling}, "
                                         f"&launch_gemm<{args}>}},\n")
-            lines.append("}  // namespace mixgemm::sm80\n")
             suffix = "" if layout == "sm80" else "_sm90_layout"
-            path = out / f"sm80_{sm80_tile_name(tile)}{suffix}.cu"
-            write_if_changed(path, "".join(lines))
-            sources.append(path)
+            sources.append(instance_file(out, f"sm80_{sm80_tile_name(tile)}{suffix}.cu", "mixgemm/sm80/launch.cuh",
+                                         "sm80", decls))
     write_if_changed(out / "sm80_registry.inc", registry("sm80", externs, rows))
     return sources
 
@@ -88,20 +93,17 @@ def generate_decode(out: pathlib.Path) -> list[pathlib.Path]:
     sources, externs, rows = [], [], []
     for m_tiles, warps in ks.DECODE_CONFIGS:
         for layout, layout_enum in ks.LAYOUTS.items():
-            lines = [HEADER, '#include "mixgemm/decode/launch.cuh"\n', "namespace mixgemm::decode {\n"]
+            decls = []
             for act, (cuda_type, _) in ks.ACT_TYPES.items():
                 for bits in ks.WEIGHT_BITS:
                     for fold_k in ks.DECODE_FOLD_K:
                         args = f"{cuda_type}, {bits}, {m_tiles}, {warps}, {fold_k}, WeightLayout::{layout_enum}"
-                        decl = f"template void launch_gemv<{args}>(const GemmArgs&, cudaStream_t);\n"
-                        lines.append(decl)
-                        externs.append("extern " + decl)
+                        decls.append(f"template void launch_gemv<{args}>(const GemmArgs&, cudaStream_t);\n")
+                        externs.append("extern " + decls[-1])
                         rows.append(f"    {{{{{m_tiles}, {warps}}}, {key_literal(act, bits, layout, 'scale_offset')}, "
                                     f"{fold_k}, &launch_gemv<{args}>}},\n")
-            lines.append("}  // namespace mixgemm::decode\n")
-            path = out / f"decode_m{8 * m_tiles}_w{warps}_{layout}.cu"
-            write_if_changed(path, "".join(lines))
-            sources.append(path)
+            sources.append(instance_file(out, f"decode_m{8 * m_tiles}_w{warps}_{layout}.cu",
+                                         "mixgemm/decode/launch.cuh", "decode", decls))
     write_if_changed(out / "decode_registry.inc", registry("decode", externs, rows))
     return sources
 
@@ -110,42 +112,37 @@ def generate_moe(kernel_set: str, out: pathlib.Path) -> list[pathlib.Path]:
     sources, externs, rows = [], [], []
     for tile, stage_list in ks.moe_tiles(kernel_set).items():
         tile_m, tile_n, warp_m, warp_n = tile
-        lines = [HEADER, '#include "mixgemm/moe/grouped_launch.cuh"\n', "namespace mixgemm::moe {\n"]
+        decls = []
         for stages in stage_list:
             for act, (cuda_type, _) in ks.ACT_TYPES.items():
                 for bits in ks.WEIGHT_BITS:
                     for epilogue, gated in ks.MOE_EPILOGUES.values():
                         args = f"{cuda_type}, {bits}, {tile_m}, {tile_n}, {warp_m}, {warp_n}, {stages}, {gated}"
-                        decl = f"template void launch_grouped<{args}>(const GroupedArgs&, cudaStream_t);\n"
-                        lines.append(decl)
-                        externs.append("extern " + decl)
+                        decls.append(f"template void launch_grouped<{args}>(const GroupedArgs&, cudaStream_t);\n")
+                        externs.append("extern " + decls[-1])
                         rows.append(f"    {{{{{tile_m}, {tile_n}, {ks.SM80_TILE_K}, {warp_m}, {warp_n}, "
                                     f"{ks.SM80_TILE_K}, {stages}}}, {key_literal(act, bits, 'sm80', 'scale_offset')}, "
                                     f"Epilogue::{epilogue}, &launch_grouped<{args}>}},\n")
-        lines.append("}  // namespace mixgemm::moe\n")
-        path = out / f"moe_{sm80_tile_name(tile)}.cu"
-        write_if_changed(path, "".join(lines))
-        sources.append(path)
+        sources.append(instance_file(out, f"moe_{sm80_tile_name(tile)}.cu", "mixgemm/moe/grouped_launch.cuh", "moe",
+                                     decls))
     write_if_changed(out / "moe_registry.inc", registry("moe", externs, rows))
     externs, rows = [], []
     for warps in ks.MOE_DECODE_WARPS:
-        lines = [HEADER, '#include "mixgemm/moe/grouped_gemv_launch.cuh"\n', "namespace mixgemm::moe {\n"]
+        decls = []
         for act, (cuda_type, _) in ks.ACT_TYPES.items():
             for bits in ks.WEIGHT_BITS:
                 for fold_k in ks.DECODE_FOLD_K:
                     for epilogue, gated in ks.MOE_EPILOGUES.values():
                         args = f"{cuda_type}, {bits}, {warps}, {fold_k}, {gated}"
-                        decl = f"template void launch_grouped_gemv<{args}>(const GroupedArgs&, cudaStream_t);\n"
-                        lines.append(decl)
-                        externs.append("extern " + decl)
+                        decls.append(f"template void launch_grouped_gemv<{args}>(const GroupedArgs&, cudaStream_t);\n")
+                        externs.append("extern " + decls[-1])
                         rows.append(f"    {{{{1, {warps}}}, {key_literal(act, bits, 'sm80', 'scale_offset')}, "
                                     f"{{{fold_k}, Epilogue::{epilogue}}}, &launch_grouped_gemv<{args}>}},\n")
-        lines.append("}  // namespace mixgemm::moe\n")
-        path = out / f"moe_decode_w{warps}.cu"
-        write_if_changed(path, "".join(lines))
-        sources.append(path)
+        sources.append(instance_file(out, f"moe_decode_w{warps}.cu", "mixgemm/moe/grouped_gemv_launch.cuh", "moe",
+                                     decls))
     write_if_changed(out / "moe_decode_registry.inc", registry("moe", externs, rows, "GemvEntry", "kGemvEntries"))
     return sources
+
 
 def sm90_name(cfg: tuple) -> str:
     tile_m, tile_n, cluster_m, cluster_n, schedule, scheduler = cfg
@@ -166,11 +163,8 @@ def generate_sm90(kernel_set: str, out: pathlib.Path) -> list[pathlib.Path]:
             f"    {{{{{tile_m}, {tile_n}, {ks.SM90_TILE_K}, {cluster_m}, {cluster_n}, "
             f"Schedule::{ks.SM90_SCHEDULES[schedule]}, Scheduler::{ks.SM90_SCHEDULERS[scheduler]}}}, "
             f"{key_literal(act, bits, 'sm90', mode)}, {{}}, {{&launch_sm90<{targs}>, &workspace_sm90<{targs}>}}}},\n")
-        text = "".join([HEADER, '#include "mixgemm/sm90/launch.cuh"\n', "namespace mixgemm::sm90 {\n", *decls,
-                        "}  // namespace mixgemm::sm90\n"])
-        path = out / f"sm90_{sm90_name(cfg)}_{mode}_{act}_int{bits}.cu"
-        write_if_changed(path, text)
-        sources.append(path)
+        sources.append(instance_file(out, f"sm90_{sm90_name(cfg)}_{mode}_{act}_int{bits}.cu", "mixgemm/sm90/launch.cuh",
+                                     "sm90", decls))
     write_if_changed(out / "sm90_registry.inc", registry("sm90", externs, rows))
     return sources
 
