@@ -27,6 +27,17 @@ _SUFFIXES = {
 }
 
 
+def _check_present(name: str, scheme: QuantScheme, tensors: dict) -> None:
+    """An AWQ or GPTQ layer's tensors by suffix (None where the checkpoint lacks one) hold what it needs:
+    qweight and scales, and the zero points of an asymmetric AWQ layer."""
+    missing = [s for s in ("qweight", "scales") if tensors[s] is None]
+    if scheme.method == "awq" and not scheme.symmetric and tensors["qzeros"] is None:
+        missing.append("qzeros")
+    if missing:
+        raise ValueError(f"{name}: the checkpoint has no {', '.join(f'{name}.{m}' for m in missing)} "
+                         f"(a {scheme.method} layer needs qweight, qzeros and scales)")
+
+
 @dataclasses.dataclass
 class PrepackArgs:
     """What :func:`mixgemm.prepack` takes for one layer: ``format`` ``"awq"``, ``"gptq"`` (v1 zeros) or
@@ -72,12 +83,7 @@ def read_layer(files: CheckpointFiles, name: str, scheme: QuantScheme, dtype: to
             name, t, scheme.bits, scheme.symmetric, scheme.group_size)
         args = PrepackArgs(qweight, scales, qzeros, g_idx, t["bias"], "gptq_v2", scheme.bits)
     else:
-        missing = [s for s in ("qweight", "scales") if t[s] is None]
-        if scheme.method == "awq" and not scheme.symmetric and t["qzeros"] is None:
-            missing.append("qzeros")
-        if missing:
-            raise ValueError(f"{name}: the checkpoint has no {', '.join(f'{name}.{m}' for m in missing)} "
-                             f"(a {scheme.method} layer needs qweight, qzeros and scales)")
+        _check_present(name, scheme, t)
         fmt = "awq" if scheme.method == "awq" else scheme.zero_format
         args = PrepackArgs(t["qweight"], t["scales"], t["qzeros"], t.get("g_idx"), t["bias"], fmt, scheme.bits)
     _check_layout(name, args, scheme)

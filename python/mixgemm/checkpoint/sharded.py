@@ -15,7 +15,7 @@ from ..tensor_parallel.sources import Transposed
 from . import compressed_tensors
 from ._args import activation_dtype
 from .config import QuantScheme
-from .convert import _check_finite, _check_symmetric_zeros, _convert_scales, PrepackArgs
+from .convert import _check_finite, _check_present, _check_symmetric_zeros, _convert_scales, PrepackArgs
 from .files import CheckpointFiles
 
 
@@ -56,12 +56,7 @@ def has_bias(files: CheckpointFiles, name: str) -> bool:
 
 def _awq_gptq_sources(files: CheckpointFiles, name: str, scheme: QuantScheme) -> dict:
     lazy = {suffix: files.lazy_optional(f"{name}.{suffix}") for suffix in ("qweight", "qzeros", "scales", "bias")}
-    missing = [s for s in ("qweight", "scales") if lazy[s] is None]
-    if scheme.method == "awq" and not scheme.symmetric and lazy["qzeros"] is None:
-        missing.append("qzeros")
-    if missing:
-        raise ValueError(f"{name}: the checkpoint has no {', '.join(f'{name}.{m}' for m in missing)} "
-                         f"(a {scheme.method} layer needs qweight, qzeros and scales)")
+    _check_present(name, scheme, lazy)
     g_idx = files.get_optional(f"{name}.g_idx") if scheme.method == "gptq" else None  # K integers: read whole
     return {**lazy, "g_idx": g_idx}
 
