@@ -77,17 +77,8 @@ struct Grouped {
       Out::store_slot(workspace + (blockIdx.z * tiles + tile) * Out::kSlotFloats, acc);
       if (!arrive_is_last(params.scratch.semaphores + tile, gridDim.z)) return;
       Out::zero_accumulators(acc);
-      for (int z = 0; z < static_cast<int>(gridDim.z); ++z) {
-        float* slot = workspace + (z * tiles + tile) * Out::kSlotFloats;
-#pragma unroll
-        for (int mi = 0; mi < Loop::kMmaM; ++mi) {
-#pragma unroll
-          for (int ni = 0; ni < Loop::kMmaN; ++ni) {
-            const float4 part = __ldcg(Out::slot_entry(slot, mi, ni));
-            acc[mi][ni][0] += part.x, acc[mi][ni][1] += part.y, acc[mi][ni][2] += part.z, acc[mi][ni][3] += part.w;
-          }
-        }
-      }
+      for (int z = 0; z < static_cast<int>(gridDim.z); ++z)  // in z order: deterministic whichever split is last
+        Out::add_slot(workspace + (z * tiles + tile) * Out::kSlotFloats, acc);
     }
 
     // Fragment c{0,1} of n8 tile ni is (row lane / 4, columns 2t, 2t + 1), c{2,3} is row + 8.

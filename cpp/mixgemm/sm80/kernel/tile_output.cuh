@@ -80,29 +80,31 @@ struct TileOutput {
         __stcg(slot_entry(slot, mi, ni), make_float4(acc[mi][ni][0], acc[mi][ni][1], acc[mi][ni][2], acc[mi][ni][3]));
   }
 
+  // acc += one slot. Callers loop over slots outside, so that each row of kMmaN loads is independent and in
+  // flight together; with the slots innermost (a sum per fragment) each load waited for the previous one's L2
+  // round trip. The empty asm with a memory clobber ends each row: unbounded, the compiler hoisted all
+  // kMmaM x kMmaN loads of a slot (128 registers for a 128 x 32 warp, besides its 128 accumulators) and spilled.
+  __device__ static void add_slot(float* slot, Acc& acc) {
+#pragma unroll
+    for (int mi = 0; mi < Loop::kMmaM; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < Loop::kMmaN; ++ni) {
+        const float4 part = __ldcg(slot_entry(slot, mi, ni));
+        acc[mi][ni][0] += part.x, acc[mi][ni][1] += part.y, acc[mi][ni][2] += part.z, acc[mi][ni][3] += part.w;
+      }
+      asm volatile("" ::: "memory");
+    }
+  }
+
   // acc += the partials of this tile's blocks `from` .. last, in block order. The block that sums passes
   // either its own partial in `acc` and starts at the block after it, when it is the tile's first block
   // (run_stream_k), or acc = 0 and starts at the first block. Either way the additions run in block order
   // (0 + the first partial is that partial exactly), so the result does not depend on who sums:
-  // deterministic. The loop over blocks is the outer one so that each row of kMmaN loads is independent and
-  // in flight together; with the blocks innermost (a sum per fragment) each load waited for the previous
-  // one's L2 round trip. The empty asm with a memory clobber ends each row: unbounded, the compiler hoisted
-  // all kMmaM x kMmaN loads of a slot (128 registers for a 128 x 32 warp, besides its 128 accumulators) and
-  // spilled.
+  // deterministic.
   __device__ static void add_slots(float* workspace, const StreamKPartition& partition, int tile, int from,
                                    Acc& acc) {
-    for (int b = from; b <= partition.last_block(tile); ++b) {
-      float* slot = workspace + partition.slot(b, tile) * kSlotFloats;
-#pragma unroll
-      for (int mi = 0; mi < Loop::kMmaM; ++mi) {
-#pragma unroll
-        for (int ni = 0; ni < Loop::kMmaN; ++ni) {
-          const float4 part = __ldcg(slot_entry(slot, mi, ni));
-          acc[mi][ni][0] += part.x, acc[mi][ni][1] += part.y, acc[mi][ni][2] += part.z, acc[mi][ni][3] += part.w;
-        }
-        asm volatile("" ::: "memory");
-      }
-    }
+    for (int b = from; b <= partition.last_block(tile); ++b)
+      add_slot(workspace + partition.slot(b, tile) * kSlotFloats, acc);
   }
 
   __device__ static void zero_accumulators(Acc& acc) {
