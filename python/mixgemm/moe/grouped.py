@@ -54,10 +54,10 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
     if topk_weights is not None:
         tensors["topk_weights"] = topk_weights
     _checks.check_same_device(fn, **tensors)
+    sm_count = device.facts(fn, x.device).sm_count
     if config is None:
-        gpu = device.facts(fn, x.device)
         config = heuristic.config_for(routing.block_m, routing.num_slots, routing.num_experts, experts.n, experts.key,
-                                      gpu.sm_count)
+                                      sm_count)
     else:
         block_m = heuristic.block_height(config)
         if block_m != routing.block_m:
@@ -65,7 +65,7 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
                              f"block_m = {routing.block_m}")
     if split_k is None:
         split_k = heuristic.split_for(routing.block_m, config, routing.num_slots, routing.num_experts, experts.n,
-                                      experts.k, device.facts(fn, x.device).sm_count)
+                                      experts.k, sm_count)
     elif isinstance(split_k, bool) or not isinstance(split_k, int) or not 1 <= split_k <= experts.k // K_TILE:
         raise ValueError(f"{fn}: split_k must be an int in [1, K / {K_TILE} = {experts.k // K_TILE}], got "
                          f"{split_k!r}")
@@ -84,6 +84,6 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
                             routing.slot_of.data_ptr(), routing.block_expert.data_ptr(),
                             routing.num_padded.data_ptr(), weights_ptr, rows, experts.n, experts.k,
                             experts.group_size, routing.num_slots, routing.max_blocks,
-                            experts.packed[0].numel(), experts.scales[0].numel(), split_k, scratch_ptr,
+                            experts.packed.stride(0), experts.scales.stride(0), split_k, scratch_ptr,
                             semaphores_ptr, stream)
     return out
