@@ -6,9 +6,9 @@ tile (N = 320), every compiled config of both mma.sync paths and each split-K mo
 split) and stream-K, the sm80 path's tiles on sm90-layout weights, the decode path and the dequant path on both weight
 layouts. On an sm_90 GPU every compiled sm90 kernel runs too (N = 256: its configs need N % tile_n == 0;
 M = 17 leaves a partial token tile), with and without zero points, bias on, and the stream-K ones also
-split K 2 ways.
+split K 2 ways. Then the grouped GEMM's every form and tile on both layouts and the fused MoE layer (moe_cases).
 
-    python tools/sanitize_small.py [--only sm90|decode|sm80|sm80_on_sm90_layout]
+    python tools/sanitize_small.py [--only sm90|decode|sm80|sm80_on_sm90_layout|moe]
         # the sm90 kernels, the decode kernels, the sm80 path on both layouts, or its tiles on sm90-layout
         # weights alone (a full build's sm80 set under racecheck takes minutes)
 """
@@ -114,9 +114,56 @@ def sm80_on_sm90_layout_cases(x: torch.Tensor, failures: list) -> None:
                                         f"{err:.2e}")
 
 
+def moe_cases(failures: list, on_sm90: bool) -> None:
+    """The grouped GEMM's every compiled form and tile (decode GEMV, sm80 tiles, and on Hopper the sm90 form) on
+    both weight layouts, gated and plain, K split where the form splits: 8 experts, 40 tokens, top-2 (experts
+    with few and with no tokens), then the fused layer once per layout."""
+    import mixgemm.moe as moe
+    from mixgemm.moe import heuristic
+
+    E, T, top_k, K, N, G = 8, 40, 2, 256, 256, 128
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    ids = torch.stack([torch.randperm(E - 1, device="cuda", generator=gen)[:top_k] for _ in range(T)]).int()
+    w = torch.rand(T, top_k, device="cuda", generator=gen)
+    x = torch.randn(T, K, device="cuda", generator=gen).half()
+    ckpts = [{k: v.cuda() for k, v in formats.random_awq_weight(K, N, G, dtype=torch.float16).items()} for _ in range(E)]
+    dense = torch.stack([formats.dequantize(formats.unpack_awq(c["qweight"]), c["scales"],
+                                            formats.unpack_awq(c["qzeros"]), group_size=G) for c in ckpts]).double()
+    slots = ids.reshape(-1).long()
+    plain = torch.einsum("sk,skn->sn", x.double()[torch.arange(T * top_k, device="cuda") // top_k], dense[slots])
+    refs = {False: plain * w.reshape(-1, 1).double(),
+            True: (torch.nn.functional.silu(plain[:, :N // 2]) * plain[:, N // 2:]) * w.reshape(-1, 1).double()}
+    args = ([c["qweight"] for c in ckpts], [c["scales"] for c in ckpts], [c["qzeros"] for c in ckpts], G)
+    for layout in ("sm80", "sm90") if on_sm90 else ("sm80",):
+        for gated in (False, True):
+            experts = moe.prepack_experts(*args, gated=gated, layout=layout)
+            names = [name for _, _, name in heuristic.compiled_tiles(experts.key)]
+            names += [name for _, name in heuristic.sm90_configs(experts.key)]
+            for config in names:
+                routing = moe.route(ids, E, heuristic.block_height(config))
+                for split_k in (None,) if heuristic.is_sm90_form(config) else (1, 2):
+                    out = moe.grouped_gemm(x, experts, routing, topk_weights=w, config=config, split_k=split_k)
+                    err = relative_error(out, refs[gated])
+                    if not err < 2e-2:
+                        failures.append(f"moe {config} split {split_k} ({layout}, gated={gated}): relative error "
+                                        f"{err:.2e}")
+        w13 = moe.prepack_experts(*args, gated=True, layout=layout)
+        w2 = moe.prepack_experts([c["qweight"][:N // 2] for c in ckpts], [c["scales"][:(N // 2) // G] for c in ckpts],
+                                 [c["qzeros"][:(N // 2) // G] for c in ckpts], G, layout=layout)
+        for tokens in (T, 1):  # the sm90 form where the layout has it (forced: 5 slots per expert) and decode
+            saved = heuristic.SM90_MIN_LOAD
+            heuristic.SM90_MIN_LOAD = 0 if tokens == T else saved
+            try:
+                out = moe.fused_moe(x[:tokens], w13, w2, w[:tokens], ids[:tokens])
+            finally:
+                heuristic.SM90_MIN_LOAD = saved
+            if not torch.isfinite(out).all():
+                failures.append(f"moe fused_moe ({layout}, {tokens} tokens): non-finite output")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("sm90", "decode", "sm80", "sm80_on_sm90_layout"),
+    parser.add_argument("--only", choices=("sm90", "decode", "sm80", "sm80_on_sm90_layout", "moe"),
                         help="run only these kernels")
     only = parser.parse_args().only
     K, N, G, M = 384, 320, 128, 17
@@ -145,6 +192,9 @@ def main() -> int:
     if only == "sm80_on_sm90_layout":
         sm80_on_sm90_layout_cases(x, failures)
         return report(failures)
+    if only == "moe":
+        moe_cases(failures, on_sm90)
+        return report(failures)
     if only != "sm80":
         mixgemm.awq_dequantize(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"])
         check("baseline", mixgemm.baseline.awq_gemm(x, ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], 4), 5e-3)
@@ -165,6 +215,7 @@ def main() -> int:
               3e-3)
     if on_sm90:
         sm90_cases(x, failures)
+    moe_cases(failures, on_sm90)
     return report(failures)
 
 

@@ -11,7 +11,9 @@
 
 #include "bindings/paths.h"
 #include "mixgemm/moe/grouped_runner.h"
+#include "mixgemm/moe/permute.h"
 #include "mixgemm/moe/routing.h"
+#include "mixgemm/moe/sm90/runner.h"
 
 namespace mixgemm::bindings {
 
@@ -29,14 +31,81 @@ inline void bind_moe(pybind11::module_& m) {
       "route",
       [](std::uintptr_t topk_ids, bool ids_int64, int num_slots, int top_k, int num_experts, int block_m,
          std::uintptr_t slot_of, std::uintptr_t token_of, std::uintptr_t block_expert, std::uintptr_t num_padded,
-         std::uintptr_t stream) {
+         std::uintptr_t position_of, std::uintptr_t expert_start, std::uintptr_t stream) {
         moe::route(address_of<const void>(topk_ids), ids_int64, num_slots, top_k, num_experts, block_m,
                    address_of<int32_t>(slot_of), address_of<int32_t>(token_of), address_of<int32_t>(block_expert),
-                   address_of<int32_t>(num_padded), reinterpret_cast<cudaStream_t>(stream));
+                   address_of<int32_t>(num_padded), address_of<int32_t>(position_of),
+                   address_of<int32_t>(expert_start), reinterpret_cast<cudaStream_t>(stream));
       },
       py::arg("topk_ids"), py::arg("ids_int64"), py::arg("num_slots"), py::arg("top_k"), py::arg("num_experts"),
       py::arg("block_m"), py::arg("slot_of"), py::arg("token_of"), py::arg("block_expert"), py::arg("num_padded"),
-      py::arg("stream"), "sorts the (token, expert) slots by expert into blocks of block_m (moe/routing.h)");
+      py::arg("position_of"), py::arg("expert_start"), py::arg("stream"),
+      "sorts the (token, expert) slots by expert into blocks of block_m (moe/routing.h)");
+  m.def(
+      "gather_rows",
+      [](std::uintptr_t src, int src_rows, std::uintptr_t src_row, std::uintptr_t rows_in_use, std::uintptr_t dst,
+         int max_rows, int K, std::uintptr_t stream) {
+        moe::gather_rows(address_of<const void>(src), src_rows, address_of<const int32_t>(src_row),
+                         address_of<const int32_t>(rows_in_use), address_of<void>(dst), max_rows, K,
+                         reinterpret_cast<cudaStream_t>(stream));
+      },
+      py::arg("src"), py::arg("src_rows"), py::arg("src_row"), py::arg("rows_in_use"), py::arg("dst"),
+      py::arg("max_rows"), py::arg("K"), py::arg("stream"), "dst[p] = src[src_row[p]] for p < *rows_in_use");
+  m.def(
+      "silu_mul_runs",
+      [](const KeyTuple& key, std::uintptr_t h, std::uintptr_t rows_in_use, std::uintptr_t out, int max_rows, int inter,
+         std::uintptr_t stream) {
+        moe::silu_mul_runs(key_of(key).act, address_of<const void>(h), address_of<const int32_t>(rows_in_use),
+                           address_of<void>(out), max_rows, inter, reinterpret_cast<cudaStream_t>(stream));
+      },
+      py::arg("key"), py::arg("h"), py::arg("rows_in_use"), py::arg("out"), py::arg("max_rows"), py::arg("inter"),
+      py::arg("stream"), "SiLU(gate) * up of gated-interleaved rows (moe/permute.h)");
+  m.def(
+      "combine_rows",
+      [](const KeyTuple& key, std::uintptr_t src, int src_rows, std::uintptr_t position_of, std::uintptr_t weights,
+         std::uintptr_t y, int tokens, int top_k, int N, std::uintptr_t stream) {
+        moe::combine_rows(key_of(key).act, address_of<const void>(src), src_rows,
+                          address_of<const int32_t>(position_of), address_of<const float>(weights),
+                          address_of<void>(y), tokens, top_k, N, reinterpret_cast<cudaStream_t>(stream));
+      },
+      py::arg("key"), py::arg("src"), py::arg("src_rows"), py::arg("position_of"), py::arg("weights"), py::arg("y"),
+      py::arg("tokens"), py::arg("top_k"), py::arg("N"), py::arg("stream"),
+      "y[t] = sum_j weights[t, j] * src[position_of[t, j]] (moe/permute.h)");
+  m.def(
+      "sm90_compiled_configs", [](const KeyTuple& key) { return moe::sm90::compiled_configs(key_of(key)); },
+      py::arg("key"), "names of the sm90 grouped form's configs compiled for the key (none without sm_90a)");
+  m.def(
+      "sm90_workspace_bytes",
+      [](const std::string& config, const KeyTuple& key, int num_experts, int sm_count) {
+        return moe::sm90::workspace_bytes(config, key_of(key), num_experts, sm_count);
+      },
+      py::arg("config"), py::arg("key"), py::arg("num_experts"), py::arg("sm_count"),
+      "workspace bytes of an sm90 grouped call (per-expert arrays and TMA descriptors)");
+  m.def(
+      "sm90_grouped_gemm",
+      [](const std::string& config, const KeyTuple& key, std::uintptr_t x, std::uintptr_t packed,
+         std::uintptr_t scales, std::uintptr_t offsets, std::uintptr_t out, std::uintptr_t expert_start,
+         int num_experts, int rows, int N, int K, int group_size, int64_t b_expert_bytes, int64_t quant_expert_stride,
+         std::uintptr_t workspace, int64_t workspace_bytes, int sm_count, std::uintptr_t stream) {
+        moe::sm90::GroupedArgs a;
+        a.A = address_of<const void>(x);
+        a.B = address_of<const void>(packed);
+        a.scales = address_of<const void>(scales);
+        a.offsets = address_of<const void>(offsets);
+        a.D = address_of<void>(out);
+        a.expert_start = address_of<const int32_t>(expert_start);
+        a.num_experts = num_experts, a.rows = rows, a.N = N, a.K = K, a.group_size = group_size;
+        a.b_expert_bytes = b_expert_bytes, a.quant_expert_stride = quant_expert_stride;
+        a.workspace = address_of<void>(workspace);
+        a.workspace_bytes = workspace_bytes;
+        a.sm_count = sm_count;
+        moe::sm90::grouped_gemm(config, key_of(key), a, reinterpret_cast<cudaStream_t>(stream));
+      },
+      py::arg("config"), py::arg("key"), py::arg("x"), py::arg("packed"), py::arg("scales"), py::arg("offsets"),
+      py::arg("out"), py::arg("expert_start"), py::arg("num_experts"), py::arg("rows"), py::arg("N"), py::arg("K"),
+      py::arg("group_size"), py::arg("b_expert_bytes"), py::arg("quant_expert_stride"), py::arg("workspace"),
+      py::arg("workspace_bytes"), py::arg("sm_count"), py::arg("stream"),
+      "out rows sorted by expert = x rows sorted by expert @ dequant(W[expert]) (moe/sm90/grouped_args.h)");
   m.def(
       "grouped_gemm",
       [](const std::string& config, const KeyTuple& key, bool gated, std::uintptr_t x, std::uintptr_t packed,

@@ -7,9 +7,10 @@ in kernel_sets.py it writes, per path:
     instantiated for each stage count, activation type, weight width and schedule) and ``sm80_registry.inc``;
   - decode: one ``decode_m<rows>_w<warps>_<layout>.cu`` per config and layout (every type, width and fold) and
     ``decode_registry.inc``;
-  - moe (the grouped GEMM): one ``moe_<tile>.cu`` per tile (every stage count, type, width and epilogue) and
-    ``moe_registry.inc``; its decode form, one ``moe_decode_w<warps>.cu`` per warp count (every type, width,
-    fold and epilogue) and ``moe_decode_registry.inc``;
+  - moe (the grouped GEMM): one ``moe_<tile>[_sm90_layout].cu`` per tile and weight layout (every stage count,
+    type, width and epilogue) and ``moe_registry.inc``; its decode form, one ``moe_decode_w<warps>_<layout>.cu``
+    per warp count and layout (every type, width, fold and epilogue) and ``moe_decode_registry.inc``; with
+    ``--sm90`` its sm90 form, one ``moe_sm90_<tile>_<dtype>_int<bits>.cu`` per kernel and ``moe_sm90_registry.inc``;
   - sm90 (with ``--sm90``): one ``sm90_<config>_<mode>_<dtype>_int<bits>.cu`` per kernel (each CUTLASS 3.x
     kernel takes about a minute of nvcc, so one per file lets builds use every core) and ``sm90_registry.inc``;
 and ``shape_rules.inc`` from shape_rules.py. It prints the sm80 and decode sources, then a line ``SM90:`` and
@@ -110,37 +111,58 @@ def generate_decode(out: pathlib.Path) -> list[pathlib.Path]:
 
 def generate_moe(kernel_set: str, out: pathlib.Path) -> list[pathlib.Path]:
     sources, externs, rows = [], [], []
-    for tile, stage_list in ks.moe_tiles(kernel_set).items():
-        tile_m, tile_n, warp_m, warp_n = tile
-        decls = []
-        for stages in stage_list:
-            for act, (cuda_type, _) in ks.ACT_TYPES.items():
-                for bits in ks.WEIGHT_BITS:
-                    for epilogue, gated in ks.MOE_EPILOGUES.values():
-                        args = f"{cuda_type}, {bits}, {tile_m}, {tile_n}, {warp_m}, {warp_n}, {stages}, {gated}"
-                        decls.append(f"template void launch_grouped<{args}>(const GroupedArgs&, cudaStream_t);\n")
-                        externs.append("extern " + decls[-1])
-                        rows.append(f"    {{{{{tile_m}, {tile_n}, {ks.SM80_TILE_K}, {warp_m}, {warp_n}, "
-                                    f"{ks.SM80_TILE_K}, {stages}}}, {key_literal(act, bits, 'sm80', 'scale_offset')}, "
-                                    f"Epilogue::{epilogue}, &launch_grouped<{args}>}},\n")
-        sources.append(instance_file(out, f"moe_{sm80_tile_name(tile)}.cu", "mixgemm/moe/grouped_launch.cuh", "moe",
-                                     decls))
+    for layout, tiles in ks.moe_tiles(kernel_set).items():
+        layout_enum = f"WeightLayout::{ks.LAYOUTS[layout]}"
+        for tile, stage_list in tiles.items():
+            tile_m, tile_n, warp_m, warp_n = tile
+            decls = []
+            for stages in stage_list:
+                for act, (cuda_type, _) in ks.ACT_TYPES.items():
+                    for bits in ks.WEIGHT_BITS:
+                        for epilogue, gated in ks.MOE_EPILOGUES.values():
+                            args = (f"{cuda_type}, {bits}, {layout_enum}, {tile_m}, {tile_n}, {warp_m}, {warp_n}, "
+                                    f"{stages}, {gated}")
+                            decls.append(f"template void launch_grouped<{args}>(const GroupedArgs&, cudaStream_t);\n")
+                            externs.append("extern " + decls[-1])
+                            rows.append(f"    {{{{{tile_m}, {tile_n}, {ks.SM80_TILE_K}, {warp_m}, {warp_n}, "
+                                        f"{ks.SM80_TILE_K}, {stages}}}, {key_literal(act, bits, layout, 'scale_offset')}"
+                                        f", Epilogue::{epilogue}, &launch_grouped<{args}>}},\n")
+            suffix = "" if layout == "sm80" else "_sm90_layout"
+            sources.append(instance_file(out, f"moe_{sm80_tile_name(tile)}{suffix}.cu",
+                                         "mixgemm/moe/grouped_launch.cuh", "moe", decls))
     write_if_changed(out / "moe_registry.inc", registry("moe", externs, rows))
     externs, rows = [], []
-    for warps in ks.MOE_DECODE_WARPS:
-        decls = []
-        for act, (cuda_type, _) in ks.ACT_TYPES.items():
-            for bits in ks.WEIGHT_BITS:
-                for fold_k in ks.DECODE_FOLD_K:
-                    for epilogue, gated in ks.MOE_EPILOGUES.values():
-                        args = f"{cuda_type}, {bits}, {warps}, {fold_k}, {gated}"
-                        decls.append(f"template void launch_grouped_gemv<{args}>(const GroupedArgs&, cudaStream_t);\n")
-                        externs.append("extern " + decls[-1])
-                        rows.append(f"    {{{{1, {warps}}}, {key_literal(act, bits, 'sm80', 'scale_offset')}, "
-                                    f"{{{fold_k}, Epilogue::{epilogue}}}, &launch_grouped_gemv<{args}>}},\n")
-        sources.append(instance_file(out, f"moe_decode_w{warps}.cu", "mixgemm/moe/grouped_gemv_launch.cuh", "moe",
-                                     decls))
+    for layout, layout_name in ks.LAYOUTS.items():
+        for warps in ks.MOE_DECODE_WARPS:
+            decls = []
+            for act, (cuda_type, _) in ks.ACT_TYPES.items():
+                for bits in ks.WEIGHT_BITS:
+                    for fold_k in ks.DECODE_FOLD_K:
+                        for epilogue, gated in ks.MOE_EPILOGUES.values():
+                            args = f"{cuda_type}, {bits}, WeightLayout::{layout_name}, {warps}, {fold_k}, {gated}"
+                            decls.append(f"template void launch_grouped_gemv<{args}>(const GroupedArgs&, "
+                                         "cudaStream_t);\n")
+                            externs.append("extern " + decls[-1])
+                            rows.append(f"    {{{{1, {warps}}}, {key_literal(act, bits, layout, 'scale_offset')}, "
+                                        f"{{{fold_k}, Epilogue::{epilogue}}}, &launch_grouped_gemv<{args}>}},\n")
+            sources.append(instance_file(out, f"moe_decode_w{warps}_{layout}.cu", "mixgemm/moe/grouped_gemv_launch.cuh",
+                                         "moe", decls))
     write_if_changed(out / "moe_decode_registry.inc", registry("moe", externs, rows, "GemvEntry", "kGemvEntries"))
+    return sources
+
+
+def generate_moe_sm90(kernel_set: str, out: pathlib.Path) -> list[pathlib.Path]:
+    sources, externs, rows = [], [], []
+    for tile_m, tile_n, act, bits in ks.moe_sm90_set(kernel_set):
+        targs = f"ActType::{ks.ACT_TYPES[act][1]}, {bits}, {tile_m}, {tile_n}"
+        decls = [f"template void launch_grouped_sm90<{targs}>(const GroupedArgs&, cudaStream_t);\n",
+                 f"template int64_t workspace_grouped_sm90<{targs}>(int, int);\n"]
+        externs += ["extern " + d for d in decls]
+        rows.append(f"    {{{{{tile_m}, {tile_n}}}, {key_literal(act, bits, 'sm90', 'scale_offset')}, {{}}, "
+                    f"{{&launch_grouped_sm90<{targs}>, &workspace_grouped_sm90<{targs}>}}}},\n")
+        sources.append(instance_file(out, f"moe_sm90_{tile_m}x{tile_n}_{act}_int{bits}.cu", "mixgemm/moe/sm90/launch.cuh",
+                                     "moe::sm90", decls))
+    write_if_changed(out / "moe_sm90_registry.inc", registry("moe::sm90", externs, rows))
     return sources
 
 
@@ -194,7 +216,7 @@ def main() -> None:
     print(";".join(str(s) for s in sources))
     # The runner includes sm90_registry.inc only when it is built, so a build without sm_90a writes none.
     if args.sm90:
-        print("SM90:" + ";".join(str(s) for s in generate_sm90(args.set, args.out)))
+        print("SM90:" + ";".join(str(s) for s in generate_sm90(args.set, args.out) + generate_moe_sm90(args.set, args.out)))
 
 
 if __name__ == "__main__":

@@ -92,6 +92,10 @@ MOE_MINIMAL = {
     (16, 128, 16, 32): (4,),
     (64, 128, 64, 32): (4,),
 }
+# Experts packed in the sm90 layout (the layout prepack_experts gives on Hopper, where the sm90 form below runs
+# the large token counts) take the same kernels for the counts below it: the tiles up to 128 x 128.
+MOE_ON_SM90_LAYOUT_FULL = {tile: stages for tile, stages in MOE_FULL.items() if tile[1] <= 128}
+MOE_ON_SM90_LAYOUT_MINIMAL = {(16, 128, 16, 32): (4,)}
 MOE_EPILOGUES = {"plain": ("kPlain", "false"), "gated": ("kGated", "true")}
 # The decode form of the grouped GEMM: the decode path's GEMV (one m-tile, 8 rows) per routing block of 8, for
 # experts that get a few tokens each (python/mixgemm/moe/heuristic.py); warps per block, every set, each for
@@ -99,10 +103,27 @@ MOE_EPILOGUES = {"plain": ("kPlain", "false"), "gated": ("kGated", "true")}
 MOE_DECODE_WARPS = (4,)
 
 
-def moe_tiles(kernel_set: str) -> dict[tuple, tuple]:
-    """{(tile_m, tile_n, warp_m, warp_n): stage counts} of the grouped GEMM in a set ("sweep" builds the full
-    list: the sweep compares its tiles)."""
-    return MOE_MINIMAL if kernel_set == "minimal" else MOE_FULL
+def moe_tiles(kernel_set: str) -> dict[str, dict[tuple, tuple]]:
+    """{layout: {(tile_m, tile_n, warp_m, warp_n): stage counts}} of the grouped GEMM in a set ("sweep" builds
+    the full lists: the sweep compares their tiles)."""
+    if kernel_set == "minimal":
+        return {"sm80": MOE_MINIMAL, "sm90": MOE_ON_SM90_LAYOUT_MINIMAL}
+    return {"sm80": MOE_FULL, "sm90": MOE_ON_SM90_LAYOUT_FULL}
+
+
+# The sm90 form of the grouped GEMM (cpp/mixgemm/moe/sm90): CUTLASS 3.x's pointer-array mixed-input kernel,
+# cooperative, over sm90-layout experts, for experts that get many tokens each (python/mixgemm/moe/heuristic.py).
+# (tile_m tokens, tile_n weight columns): the token tile follows the tokens per expert (64 from 64, 128, 256 from
+# 1024); scale+offset kernels only.
+MOE_SM90_FULL = [(64, 128), (128, 128), (256, 128)]
+MOE_SM90_MINIMAL = [(128, 128)]
+
+
+def moe_sm90_set(kernel_set: str) -> list[tuple]:
+    """[(tile_m, tile_n, act, bits)] of the sm90 form in a set (CI's minimal: one fp16 x int4 kernel)."""
+    if kernel_set == "minimal":
+        return [(m, n, "fp16", 4) for m, n in MOE_SM90_MINIMAL]
+    return [(m, n, act, bits) for m, n in MOE_SM90_FULL for act in ACT_TYPES for bits in WEIGHT_BITS]
 
 # ---------------------------------------------------------------------------------------------------------
 # Decode path (cpp/mixgemm/decode): (m_tiles, warps per block), for up to 8 * m_tiles rows of x. Each is

@@ -426,7 +426,7 @@ def test_command_line(tmp_path, set_name):
     assert {"sm80_registry.inc", "decode_registry.inc", "moe_registry.inc", "moe_decode_registry.inc",
             "shape_rules.inc"} == {
         p.name for p in out.glob("*.inc")}
-    assert not list(out.glob("sm90_*"))
+    assert not list(out.glob("sm90_*")) and not list(out.glob("moe_sm90*"))
 
 
 def test_command_line_sweep_set(tmp_path):
@@ -438,7 +438,8 @@ def test_command_line_sweep_set(tmp_path):
     expected = gen.generate_sm80("sweep", out) + gen.generate_decode(out) + gen.generate_moe("sweep", out)
     assert first.split(";") == [str(p) for p in expected]
     assert second.startswith("SM90:")
-    assert second[len("SM90:"):].split(";") == [str(p) for p in gen.generate_sm90("sweep", out)]
+    assert second[len("SM90:"):].split(";") == [str(p) for p in gen.generate_sm90("sweep", out) +
+                                                gen.generate_moe_sm90("sweep", out)]
     assert (out / "sm90_registry.inc").is_file() and (out / "shape_rules.inc").is_file()
 
 
@@ -506,3 +507,24 @@ def test_the_build_compiled_one_of_the_generated_sets():
     assert matches, "the build's registries are none of the generator's sets"
     # The sets differ, so a build is one of them (the sweep set's sm80 and decode kernels are the minimal set's).
     assert len(matches) == 1, matches
+
+
+@pytest.mark.parametrize("set_name", ks.SETS)
+def test_moe_sm90_form_instances_and_registry_agree(tmp_path, set_name):
+    """One .cu per sm90-form kernel of the set, each instantiating what its registry row names."""
+    sources = gen.generate_moe_sm90(set_name, tmp_path)
+    kernels = ks.moe_sm90_set(set_name)
+    assert len(sources) == len(kernels) >= 1
+    registry = (tmp_path / "moe_sm90_registry.inc").read_text()
+    for (tile_m, tile_n, act, bits), source in zip(kernels, sources):
+        targs = f"ActType::{ks.ACT_TYPES[act][1]}, {bits}, {tile_m}, {tile_n}"
+        assert f"launch_grouped_sm90<{targs}>" in source.read_text()
+        assert f"{{{{{tile_m}, {tile_n}}}, {gen.key_literal(act, bits, 'sm90', 'scale_offset')}" in registry
+
+
+def test_moe_tiles_on_the_sm90_layout_are_compiled_for_the_sm80_layout_too():
+    """Experts fall back to the sm80 layout wherever the sm90 one cannot run: every sm90-layout tile of a set is
+    one of its sm80-layout tiles, so a heuristic choice by tile exists in both."""
+    for set_name in ks.SETS:
+        tiles = ks.moe_tiles(set_name)
+        assert set(tiles["sm90"]) <= set(tiles["sm80"])

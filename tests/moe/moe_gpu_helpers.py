@@ -10,7 +10,7 @@ import mixgemm.moe as moe
 
 
 def random_experts(E: int, K: int, N: int, G: int, dtype: torch.dtype, bits: int = 4, zeros: bool = True,
-                   gated: bool = False):
+                   gated: bool = False, layout: str = "auto"):
     """E fresh random experts [K, N] prepacked as one ExpertWeights, and their weights [E, K, N] in float64
     (columns in checkpoint order: gate first, then up, for gated)."""
     ckpts, weights = [], []
@@ -19,7 +19,8 @@ def random_experts(E: int, K: int, N: int, G: int, dtype: torch.dtype, bits: int
         ckpts.append(args)
         weights.append(w.double())
     qweights, scales, qzeros = [c[0] for c in ckpts], [c[1] for c in ckpts], [c[2] for c in ckpts]
-    packed = moe.prepack_experts(qweights, scales, qzeros if zeros else None, G, gated=gated, **keywords)
+    packed = moe.prepack_experts(qweights, scales, qzeros if zeros else None, G, gated=gated, layout=layout,
+                                 **keywords)
     return packed, torch.stack(weights)
 
 

@@ -95,6 +95,7 @@ class DenseExperts:
     group_size: int
     scale_only: bool
     calls: dict
+    layout: str = "sm80"  # the CPU has no sm90 form: "auto" packs the sm80 layout there
 
 
 def dequantize_checkpoint_tensor(qweight, scales, qzeros, group_size, fmt, bits) -> torch.Tensor:
@@ -111,7 +112,7 @@ def dequantize_checkpoint_tensor(qweight, scales, qzeros, group_size, fmt, bits)
 
 
 def cpu_prepack_experts(qweights, scales, qzeros=None, group_size=None, *, format="awq", bits=4, gptq_v1=None,
-                        gated=False):
+                        gated=False, layout="auto"):
     """mixgemm.moe.prepack_experts' contract computed by the references: a DenseExperts."""
     E = len(qweights)
     zeros = [None] * E if qzeros is None else list(qzeros)
@@ -120,7 +121,8 @@ def cpu_prepack_experts(qweights, scales, qzeros=None, group_size=None, *, forma
     dense = torch.stack([dequantize_checkpoint_tensor(q, s, z, G, format, bits)
                          for q, s, z in zip(qweights, scales, zeros)]).float()
     return DenseExperts(dense, E, dense.shape[2], K, gated, scales[0].dtype, bits, G, qzeros is None,
-                        {"format": format, "group_size": group_size, "gated": gated})
+                        {"format": format, "group_size": group_size, "gated": gated, "layout": layout},
+                        "sm80" if layout == "auto" else layout)
 
 
 def cpu_fused_moe(x, w13, w2, topk_weights, topk_ids, *, check_ids=True):

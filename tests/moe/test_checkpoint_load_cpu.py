@@ -50,8 +50,9 @@ def test_load_model_computes_the_dequantized_model(monkeypatch, tmp_path, family
         layer = qmodel.get_submodule(name)
         assert isinstance(layer, QuantMoE)
         assert (layer.w13.calls, layer.w2.calls) == (
-            {"format": EXPECTED_FORMAT[method], "group_size": 64, "gated": True},
-            {"format": EXPECTED_FORMAT[method], "group_size": 64, "gated": False})
+            {"format": EXPECTED_FORMAT[method], "group_size": 64, "gated": True, "layout": "auto"},
+            # w2 takes w13's layout: the fused layer runs one form for both projections
+            {"format": EXPECTED_FORMAT[method], "group_size": 64, "gated": False, "layout": "sm80"})
         assert type(layer.gate).__name__.endswith("TopKRouter")  # the model's own router class, kept
         assert layer.gate.weight.device.type == "cpu" and layer.gate.weight.dtype == torch.float16
     assert all(name in report.replaced for name in blocks)

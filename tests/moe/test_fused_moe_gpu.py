@@ -9,6 +9,7 @@ import torch
 
 import mixgemm.moe as moe
 from gpu_helpers import poison_allocator, relative_error
+from mixgemm.moe.functional import plan_tiles
 from moe_gpu_helpers import random_experts, random_routing
 
 pytestmark = pytest.mark.gpu
@@ -24,9 +25,9 @@ SHAPES = {  # (E, top_k, hidden, inter)
 }
 
 
-def make_layer(E, hidden, inter, dtype, bits=4, zeros=True, G=64):
-    w13, w13_dense = random_experts(E, hidden, 2 * inter, G, dtype, bits, zeros, gated=True)
-    w2, w2_dense = random_experts(E, inter, hidden, G, dtype, bits, zeros)
+def make_layer(E, hidden, inter, dtype, bits=4, zeros=True, G=64, layout="auto"):
+    w13, w13_dense = random_experts(E, hidden, 2 * inter, G, dtype, bits, zeros, gated=True, layout=layout)
+    w2, w2_dense = random_experts(E, inter, hidden, G, dtype, bits, zeros, layout=w13.layout)
     return w13, w2, w13_dense, w2_dense
 
 
@@ -42,10 +43,14 @@ def check_layer(x, layer, ids, w):
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("T", [1, 4, 16, 64, 300])
-def test_fused_moe_matches_reference(shape, dtype, T):
+@pytest.mark.parametrize("T", [1, 4, 16, 64, 300, 1100])
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_fused_moe_matches_reference(shape, dtype, T, layout):
+    """T = 300 and 1100 give every shape >= 64 slots per expert: the sm90 form on sm90-layout experts."""
     E, top_k, hidden, inter = SHAPES[shape]
-    layer = make_layer(E, hidden, inter, dtype)
+    layer = make_layer(E, hidden, inter, dtype, layout=layout)
+    if layout == "sm90" and T >= 300:
+        assert plan_tiles(T, top_k, layer[0], layer[1], 132)[0] == 1, "the sm90 form should run"
     ids, w = random_routing(T, E, top_k)
     check_layer(torch.randn(T, hidden, device="cuda", dtype=dtype), layer, ids, w)
 
@@ -58,11 +63,12 @@ def test_fused_moe_widths_and_scale_only(bits, zeros, G):
     check_layer(torch.randn(40, hidden, device="cuda", dtype=torch.float16), layer, ids, w)
 
 
-def test_cuda_graph_replays_with_new_routing():
-    E, top_k, hidden, inter = SHAPES["qwen3_like"]
+@pytest.mark.parametrize("shape,T", [("qwen3_like", 24), ("mixtral_like", 300)])
+def test_cuda_graph_replays_with_new_routing(shape, T):
+    """Qwen3-like at 24 tokens: the sm80 tiles; Mixtral-like at 300: the sm90 form on Hopper."""
+    E, top_k, hidden, inter = SHAPES[shape]
     layer = make_layer(E, hidden, inter, torch.float16)
     w13, w2 = layer[:2]
-    T = 24
     x = torch.randn(T, hidden, device="cuda", dtype=torch.float16)
     ids, w = random_routing(T, E, top_k)
     s = torch.cuda.Stream()
@@ -84,11 +90,12 @@ def test_cuda_graph_replays_with_new_routing():
         assert torch.equal(out, moe.fused_moe(x, w13, w2, w, ids)), f"replay {seed}"
 
 
-def test_torch_compile_fullgraph():
+@pytest.mark.parametrize("T", [9, 300])
+def test_torch_compile_fullgraph(T):
     E, top_k, hidden, inter = SHAPES["mixtral_like"]
     w13, w2, w13_dense, w2_dense = make_layer(E, hidden, inter, torch.float16)
-    x = torch.randn(9, hidden, device="cuda", dtype=torch.float16)
-    ids, w = random_routing(9, E, top_k)
+    x = torch.randn(T, hidden, device="cuda", dtype=torch.float16)
+    ids, w = random_routing(T, E, top_k)
 
     def layer(x, w, ids):
         return moe.fused_moe_op(x * 1.0, w13, w2, w, ids) + 0.0

@@ -21,7 +21,7 @@ def names(tiles):
 
 @pytest.fixture(params=["full", "minimal"])
 def compiled(request, monkeypatch):
-    tiles = names(kernel_sets.moe_tiles(request.param))
+    tiles = names(kernel_sets.moe_tiles(request.param)["sm80"])
     monkeypatch.setattr(heuristic, "compiled_tiles", lambda key: tiles)
     return tiles
 
@@ -54,3 +54,32 @@ def test_decode_picks_a_narrow_tile_when_few_experts_are_hit(monkeypatch):
 def test_config_names_parse():
     assert heuristic.tile_of("decode_m8_w4") == (8, 64)
     assert heuristic.tile_of("128x256x64_w128x32x64_s4") == (128, 256)
+
+
+SM90_NAMES = ((64, "sm90_64x128x64_grouped"), (128, "sm90_128x128x64_grouped"), (256, "sm90_256x128x64_grouped"))
+
+
+def sm90_experts(n=2048, k=4096, group_size=128):
+    import types
+    return types.SimpleNamespace(key=KernelKey(layout="sm90"), n=n, k=k, group_size=group_size)
+
+
+@pytest.mark.parametrize("compiled", [SM90_NAMES, SM90_NAMES[1:2]])
+def test_sm90_form_follows_the_tokens_per_expert(monkeypatch, compiled):
+    monkeypatch.setattr(heuristic, "sm90_configs", lambda key: compiled)
+    E = 64
+    picks = {load: heuristic.sm90_config_for(load * E, E, sm90_experts()) for load in (8, 31, 32, 63, 64, 1023, 1024)}
+    assert picks[8] is None and picks[31] is None  # few tokens per expert: the sm80 tiles and the GEMV
+    names = dict(compiled)
+    assert all(p in names.values() for load, p in picks.items() if load >= 32)
+    if len(compiled) == 3:
+        assert [heuristic.tile_of(picks[load])[0] for load in (32, 63, 64, 1023, 1024)] == [64, 64, 128, 128, 256]
+
+
+def test_sm90_form_only_where_it_fits(monkeypatch):
+    monkeypatch.setattr(heuristic, "sm90_configs", lambda key: SM90_NAMES)
+    assert heuristic.sm90_config_for(4096, 8, sm90_experts(n=2048 + 64)) is None   # N not in 128-column tiles
+    assert heuristic.sm90_config_for(4096, 8, sm90_experts(group_size=32)) is None  # groups inside a k-tile
+    assert heuristic.sm90_config_for(4096, 8, sm90_experts(group_size=4096)) is not None  # per-channel
+    assert heuristic.block_height("sm90_128x128x64_grouped") == 1
+    assert heuristic.tile_of("sm90_256x128x64_grouped") == (256, 128)

@@ -33,9 +33,15 @@ def check_routing(r: moe.Routing, topk_ids: torch.Tensor, E: int, block_m: int) 
         start += int(padded[e])
     assert torch.equal(token_of, slot_of // topk_ids.shape[1])
     assert r.max_blocks >= used // block_m
+    # The sm90 form's views: each expert's first position, and each slot's position.
+    starts = torch.cat([torch.zeros(1, dtype=torch.long), padded.cumsum(0)])
+    assert torch.equal(r.expert_start.cpu().long(), starts)
+    position_of = r.position_of.cpu().long()
+    assert torch.equal(slot_of[position_of], torch.arange(S)), "position_of inverts slot_of"
 
 
 @pytest.mark.parametrize("T,E,top_k,block_m", [(1, 8, 2, 16), (1, 128, 8, 16), (16, 128, 8, 16), (37, 64, 6, 32),
+                                               (1, 8, 2, 1), (300, 128, 8, 1), (999, 1024, 4, 1),
                                                (256, 8, 2, 64), (1000, 128, 8, 128), (4096, 64, 6, 64)])
 @pytest.mark.parametrize("id_dtype", [torch.int32, torch.int64])
 def test_routing_sorts_every_slot(T, E, top_k, block_m, id_dtype):
@@ -70,3 +76,11 @@ def test_routing_refuses_bad_arguments():
         moe.route(ids, 1, 16)
     with pytest.raises(ValueError, match="number of experts must be in"):
         moe.route(ids, 5000, 16)
+
+
+def test_out_of_range_ids_have_no_position():
+    """Unchecked (as under graph capture), an out-of-range id routes nowhere: position -1, other slots placed."""
+    ids = torch.tensor([[0, 3], [1, 8]], dtype=torch.int32, device="cuda")
+    r = moe.route(ids, 8, 1, check_range=False)
+    assert r.position_of.cpu().tolist()[3] == -1
+    assert int(r.num_padded.item()) == 3 and int(r.expert_start[-1].item()) == 3

@@ -9,7 +9,7 @@ namespace mixgemm::moe {
 
 struct GroupedArgs {
   const void* A = nullptr;             // activations [a_rows_count, K], the key's activation type
-  const int32_t* B = nullptr;          // packed weights [E, ...] in the sm80 layout, one expert after another
+  const int32_t* B = nullptr;          // packed weights [E, ...] in the key's layout, one expert after another
   const void* scales = nullptr;        // [E, K/G, N]
   const void* offsets = nullptr;       // [E, K/G, N]
   void* D = nullptr;                   // output [num_slots, N] (gated: [num_slots, N / 2])

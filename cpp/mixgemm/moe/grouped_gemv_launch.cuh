@@ -16,10 +16,10 @@ namespace mixgemm::moe {
 // The positions of one grouped-GEMV block: the decode kernel's one m-tile of 8 rows.
 constexpr int kGemvBlockM = decode::kMmaRows;
 
-template <typename T, int Bits, int kWarps, int kFoldK, bool Gated>
+template <typename T, int Bits, WeightLayout Layout, int kWarps, int kFoldK, bool Gated>
 void launch_grouped_gemv(const GroupedArgs& args, cudaStream_t stream) {
   constexpr int kMoe = Gated ? decode::kGroupedGated : decode::kGroupedPlain;
-  using G = decode::Gemv<T, Bits, 1, kWarps, kFoldK, WeightLayout::kSm80, kMoe>;
+  using G = decode::Gemv<T, Bits, 1, kWarps, kFoldK, Layout, kMoe>;
   const int batches = args.K / decode::kBatchK;
   const int batches_per_split = ceil_div(ceil_div(batches, args.split_k), G::kBatchesPerRow) * G::kBatchesPerRow;
   decode::GemvParams params{args.A, args.B, args.scales, args.offsets, nullptr, args.D, args.workspace,
@@ -28,7 +28,7 @@ void launch_grouped_gemv(const GroupedArgs& args, cudaStream_t stream) {
   params.grouped = {args.a_rows, args.slot_of, args.block_expert, args.num_padded, args.slot_weights,
                     args.num_slots, args.max_blocks * kGemvBlockM, args.b_expert_stride, args.quant_expert_stride};
   const dim3 grid(args.N / decode::kStripN, args.split_k, args.max_blocks);
-  launch_dependent(decode::gemv_kernel<T, Bits, 1, kWarps, kFoldK, WeightLayout::kSm80, kMoe>, grid,
+  launch_dependent(decode::gemv_kernel<T, Bits, 1, kWarps, kFoldK, Layout, kMoe>, grid,
                    dim3(32 * kWarps), stream, "grouped gemv_kernel", params);
 }
 

@@ -1,5 +1,6 @@
 // The launcher template behind every generated instance of the grouped GEMM (cpp/generator/generate.py writes
-// moe_<tile>.cu, instantiating it per stage count, activation type, weight width and gated/plain epilogue).
+// moe_<tile>.cu, instantiating it per stage count, activation type, weight width, weight layout and gated/plain
+// epilogue).
 // The kernel is the sm80 path's, walked by its grouped schedule (sm80/kernel/grouped.cuh).
 #pragma once
 
@@ -16,9 +17,9 @@ namespace mixgemm::moe {
 
 using GroupedLaunchFn = void (*)(const GroupedArgs&, cudaStream_t);
 
-template <typename T, int Bits, int TileM, int TileN, int WarpM, int WarpN, int Stages, bool Gated>
+template <typename T, int Bits, WeightLayout Layout, int TileM, int TileN, int WarpM, int WarpN, int Stages, bool Gated>
 void launch_grouped(const GroupedArgs& args, cudaStream_t stream) {
-  using Loop = sm80::threadblock::Mainloop<T, Bits, WeightLayout::kSm80, TileM, TileN, WarpM, WarpN, Stages, true>;
+  using Loop = sm80::threadblock::Mainloop<T, Bits, Layout, TileM, TileN, WarpM, WarpN, Stages, true>;
   using Schedule = sm80::kernel::Grouped<Gated>;
   auto* kernel_fn = sm80::kernel::gemm_mixed_kernel<Loop, Schedule>;
   static std::atomic<uint64_t> opted_in{};

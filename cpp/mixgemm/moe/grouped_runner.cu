@@ -35,8 +35,8 @@ constexpr Registry<GemvEntry> kGemvRegistry(kGemvEntries);
 
 std::string rule(const std::string& text) { return "moe grouped gemm: " + text; }
 
-void check_args(int tile_n, Epilogue epilogue, const GroupedArgs& a) {
-  require_shape("moe grouped gemm", shape_rule("sm80", WeightLayout::kSm80), a.N, a.K, a.group_size);
+void check_args(int tile_n, WeightLayout layout, Epilogue epilogue, const GroupedArgs& a) {
+  require_shape("moe grouped gemm", shape_rule("sm80", layout), a.N, a.K, a.group_size);
   require(epilogue == Epilogue::kPlain || a.N % 16 == 0,
           [] { return rule("a gated projection's N (2 x intermediate) must be a multiple of 16"); });
   require(a.a_rows_count >= 1 && a.num_slots >= 1 && a.max_blocks >= 1,
@@ -77,19 +77,19 @@ void grouped_gemm(const std::string& config_name, const KernelKey& key, Epilogue
   for (const auto& c : kGemvRegistry.configs(key)) {
     if (c.name() != config_name) continue;
     // The decode form's shape rule is the decode path's; its grid's z is the routing's blocks.
-    require_shape("moe grouped gemm (decode form)", shape_rule("decode", WeightLayout::kSm80), args.N, args.K,
+    require_shape("moe grouped gemm (decode form)", shape_rule("decode", key.layout), args.N, args.K,
                   args.group_size);
     require(args.max_blocks <= 65535, [] { return rule("the decode form takes at most 65535 routing blocks"); });
     const GemvEntry* entry = kGemvRegistry.find(c, key, {decode::fold_k_for(args.group_size), epilogue});
     require(entry != nullptr, not_compiled);
-    check_args(decode::kStripN, epilogue, args);
+    check_args(decode::kStripN, key.layout, epilogue, args);
     launch = entry->launch;
   }
   for (const auto& c : kRegistry.configs(key)) {
     if (c.name() != config_name) continue;
     const Entry* entry = kRegistry.find(c, key, epilogue);
     require(entry != nullptr, [&] { return rule("config " + config_name + " has no kernel of this epilogue"); });
-    check_args(c.tile_n, epilogue, args);
+    check_args(c.tile_n, key.layout, epilogue, args);
     launch = entry->launch;
   }
   require(launch != nullptr, not_compiled);

@@ -1,4 +1,5 @@
-// The grouped GEMM's host API (mixture-of-experts on the sm80 kernel's grouped schedule): its compiled
+// The grouped GEMM's host API (mixture-of-experts on the sm80 kernel's grouped schedule and the decode GEMV's
+// grouped form, over weights of either layout; the sm90 form is moe/sm90/): its compiled
 // configs and one checked launch. cpp/bindings/module.cpp binds it as _C.moe.
 #pragma once
 
@@ -19,7 +20,7 @@ enum class Epilogue : int {
   kGated = 1,  // SiLU(gate) * up of column pairs interleaved by prepack: N / 2 columns
 };
 
-// The names of every config compiled for `key` (sm80 layout keys only): the decode form's GEMV configs
+// The names of every config compiled for `key` (either layout, scale_offset keys): the decode form's GEMV configs
 // ("decode_m8_w4": blocks of 8 positions) and the sm80 tiles ("16x128x64_w16x32x64_s4": blocks of tile_m).
 std::vector<std::string> compiled_configs(const KernelKey& key);
 

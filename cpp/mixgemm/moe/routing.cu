@@ -17,7 +17,8 @@ template <typename Id>
 __global__ void __launch_bounds__(kThreads)
     route_kernel(const Id* __restrict__ topk_ids, int num_slots, int top_k, int num_experts, int block_m,
                  int max_positions, int32_t* __restrict__ slot_of, int32_t* __restrict__ token_of,
-                 int32_t* __restrict__ block_expert, int32_t* __restrict__ num_padded) {
+                 int32_t* __restrict__ block_expert, int32_t* __restrict__ num_padded,
+                 int32_t* __restrict__ position_of, int32_t* __restrict__ expert_start) {
   __shared__ int count[kMaxExperts];
   __shared__ int start[kMaxExperts + 1];  // padded start of each expert's run; start[E] = positions in use
   __shared__ int warp_total[kThreads / 32];
@@ -61,13 +62,17 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (e == num_experts - 1) start[num_experts] = before + padded;
   __syncthreads();
+  if (expert_start != nullptr && e < num_experts) expert_start[e] = start[e];
+  if (expert_start != nullptr && t == 0) expert_start[num_experts] = start[num_experts];
 
   // Place each slot at its expert's start + cursor. The order inside an expert is the atomics' (see
   // sm80/kernel/grouped.cuh for why the results do not depend on it).
   for (int s = t; s < num_slots; s += kThreads) {
     const int64_t ex = static_cast<int64_t>(topk_ids[s]);
-    if (ex < 0 || ex >= num_experts) continue;
-    slot_of[start[ex] + atomicAdd(&count[ex], 1)] = s;
+    const bool routed = ex >= 0 && ex < num_experts;
+    const int p = routed ? start[ex] + atomicAdd(&count[ex], 1) : -1;
+    if (routed) slot_of[p] = s;
+    if (position_of != nullptr) position_of[s] = p;
   }
   // Each block's expert: the last expert whose run starts at or before it (binary search over start).
   const int used = start[num_experts];
@@ -88,7 +93,8 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void route(const void* topk_ids, bool ids_int64, int num_slots, int top_k, int num_experts, int block_m,
-           int32_t* slot_of, int32_t* token_of, int32_t* block_expert, int32_t* num_padded, cudaStream_t stream) {
+           int32_t* slot_of, int32_t* token_of, int32_t* block_expert, int32_t* num_padded, int32_t* position_of,
+           int32_t* expert_start, cudaStream_t stream) {
   const auto rule = [](const std::string& text) { return "moe routing: " + text; };
   require(num_slots >= 1 && top_k >= 1 && num_slots % top_k == 0,
           [&] { return rule("topk_ids must hold tokens x top_k >= 1 slots"); });
@@ -102,11 +108,13 @@ void route(const void* topk_ids, bool ids_int64, int num_slots, int top_k, int n
   if (ids_int64) {
     route_kernel<int64_t><<<1, kThreads, 0, stream>>>(static_cast<const int64_t*>(topk_ids), num_slots, top_k,
                                                       num_experts, block_m, static_cast<int>(positions), slot_of,
-                                                      token_of, block_expert, num_padded);
+                                                      token_of, block_expert, num_padded, position_of,
+                                                      expert_start);
   } else {
     route_kernel<int32_t><<<1, kThreads, 0, stream>>>(static_cast<const int32_t*>(topk_ids), num_slots, top_k,
                                                       num_experts, block_m, static_cast<int>(positions), slot_of,
-                                                      token_of, block_expert, num_padded);
+                                                      token_of, block_expert, num_padded, position_of,
+                                                      expert_start);
   }
   check_launch("moe route_kernel");
 }

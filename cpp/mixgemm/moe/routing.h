@@ -25,9 +25,13 @@ constexpr int kMaxExperts = 1024;
 //   token_of     [max_blocks x block_m]: slot_of / top_k, the row of x each position reads (padding: the
 //                token count, which the kernel clamps);
 //   block_expert [max_blocks]: the expert of each block in use;
-//   num_padded   [1]: the positions in use (a multiple of block_m).
+//   num_padded   [1]: the positions in use (a multiple of block_m);
+//   position_of  [num_slots] (optional): the sorted position of each slot, -1 for a slot routed nowhere;
+//   expert_start [num_experts + 1] (optional): the first position of each expert's run, then the positions
+//                in use (with block_m = 1 the runs are unpadded: expert e's slots are start[e] .. start[e + 1]).
 // Ids outside [0, num_experts) route nowhere (their slots are left out; Python checks ids when it may sync).
 void route(const void* topk_ids, bool ids_int64, int num_slots, int top_k, int num_experts, int block_m,
-           int32_t* slot_of, int32_t* token_of, int32_t* block_expert, int32_t* num_padded, cudaStream_t stream);
+           int32_t* slot_of, int32_t* token_of, int32_t* block_expert, int32_t* num_padded, int32_t* position_of,
+           int32_t* expert_start, cudaStream_t stream);
 
 }  // namespace mixgemm::moe

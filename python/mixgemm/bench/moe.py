@@ -1,7 +1,7 @@
 """``python -m mixgemm bench-moe``: the fused MoE layer beside vLLM's Marlin MoE and the dense and per-expert
 yardsticks, in one run of the peers' MoE harness (``shared/peers/moe/moe_bench.py``: its problems, routing,
 float32 reference, weight-copy rotation and timing protocol), with mixgemm's grouped kernels added as the peer
-``mixgemm_moe[zp]`` / ``mixgemm_moe[sym]``.
+``mixgemm_moe[zp]`` / ``mixgemm_moe[sym]`` (and ``[zp-sm80]`` / ``[sym-sm80]``: experts kept in the sm80 layout).
 
 Measures per peer and token count: ``moe`` (the whole layer: routing, gate/up, SiLU-and-mul, down with the top-k
 weights, sum over the top-k), ``g1`` (the gate/up grouped GEMM; ours includes SiLU-and-mul, fused in its
@@ -20,7 +20,9 @@ import pathlib
 import sys
 import types
 
-MIXGEMM_PEERS = ("mixgemm_moe[zp]", "mixgemm_moe[sym]")
+# [zp] / [sym]: experts in the layout prepack_experts picks for the GPU; [zp-sm80] / [sym-sm80]: forced to the
+# sm80 layout (no sm90 form), to compare the forms in one run.
+MIXGEMM_PEERS = ("mixgemm_moe[zp]", "mixgemm_moe[sym]", "mixgemm_moe[zp-sm80]", "mixgemm_moe[sym-sm80]")
 HARNESS_PEERS = ("marlin_moe[zp]", "marlin_moe[sym]", "dense_fp16_loop", "grouped_mm_bf16", "mixgemm_loop[zp]",
                  "mixgemm_loop[sym]")
 DEFAULT_PEERS = ("mixgemm_moe[zp]", "mixgemm_moe[sym]", "marlin_moe[zp]", "marlin_moe[sym]", "dense_fp16_loop",
@@ -71,8 +73,13 @@ def mixgemm_peer_class(mb):
         dtype = torch.float16
 
         def __init__(self, variant):
-            self.variant = variant
             self.name = f"mixgemm_moe[{variant}]"
+            self.variant = variant.partition("-")[0]
+
+        @property
+        def layout(self):
+            # From the name: the harness's teardown keeps only name, variant and int4 between models.
+            return self.name[:-1].partition("-")[2] or "auto"
 
         def setup(self, p, ctx):
             self.p = p
@@ -81,7 +88,8 @@ def mixgemm_peer_class(mb):
             def pack(q, z, s, gated):
                 E = q.shape[0]
                 return moe.prepack_experts([mb.pf.pack_awq(q[e]) for e in range(E)], [s[e].contiguous() for e in range(E)],
-                                           [mb.pf.pack_awq(z[e]) for e in range(E)] if zp else None, p.G, gated=gated)
+                                           [mb.pf.pack_awq(z[e]) for e in range(E)] if zp else None, p.G, gated=gated,
+                                           layout=self.layout)
 
             def both():
                 return {"w13": pack(p.q13, p.z13, p.s13, True), "w2": pack(p.q2, p.z2, p.s2, False)}

@@ -144,18 +144,20 @@ def prepack_block_experts(name: str, tensors: ExpertTensors):
     """``(w13, w2)`` ExpertWeights of one block's experts (tensors on the GPU), errors naming block ``name``."""
     from .. import moe as moe_api
 
-    def prepack(args: list, gated: bool):
+    def prepack(args: list, gated: bool, layout: str):
         first = args[0]
         zeros = None if first.qzeros is None else [a.qzeros for a in args]
         return moe_api.prepack_experts([a.qweight for a in args], [a.scales for a in args], zeros,
                                        first.k // first.scales.shape[0], format=first.format, bits=first.bits,
-                                       gated=gated)
+                                       gated=gated, layout=layout)
 
     try:
         with warnings.catch_warnings():
             # read_layer has already compared symmetric GPTQ zeros with the config, naming each expert.
             warnings.simplefilter("ignore", formats.ZeroPointFormatWarning)
-            return prepack(tensors.w13, True), prepack(tensors.w2, False)
+            w13 = prepack(tensors.w13, True, "auto")
+            # One layout for the block: the fused layer runs the sm90 form only when both projections have it.
+            return w13, prepack(tensors.w2, False, w13.layout)
     except ValueError as error:
         raise ValueError(f"{name}: {error}") from error
 

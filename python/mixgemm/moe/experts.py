@@ -1,8 +1,10 @@
 """All experts of one projection of a mixture-of-experts layer, prepacked as one object for the grouped GEMM.
 
-Each expert is prepacked exactly as :func:`mixgemm.prepack` packs a dense weight in the sm80 layout (the grouped
-GEMM runs the sm80 kernel's tiles on every GPU, cpp/mixgemm/moe/), and the experts are stacked along a new first
-dimension, so expert ``e``'s words, scales and offsets start at a fixed stride the kernel adds per block.
+Each expert is prepacked exactly as :func:`mixgemm.prepack` packs a dense weight, in the sm80 or the sm90 layout,
+and the experts are stacked along a new first dimension, so expert ``e``'s words, scales and offsets start at a
+fixed stride the kernels add per expert. Both layouts run the decode GEMV and the sm80 kernel's tiles
+(cpp/mixgemm/moe/); the sm90 layout also runs the sm90 form (cpp/mixgemm/moe/sm90/: CUTLASS 3.x wgmma, for
+experts that get many tokens), so ``layout="auto"`` packs it on a Hopper GPU whose build has that form.
 
 A gated projection (``gated=True``: the gate and up projections of a SwiGLU expert, concatenated ``[gate | up]``
 along N as vLLM's ``w13``) has its columns interleaved in runs of 8 before prepack: run ``2i`` is gate's columns
@@ -20,7 +22,10 @@ from collections.abc import Sequence
 import torch
 
 from ..kernel_key import KernelKey
-from ..packing import FORMATS, prepack
+from ..packing import FORMATS, auto_layout, prepack
+
+LAYOUTS = ("auto", "sm80", "sm90")
+SM90_FORM_TILE_N = 128  # the sm90 form's weight tile: N must be a multiple of it
 
 # Columns per run of the gated interleave: one n8 mma tile (sm80/kernel/grouped.cuh pairs tiles 2i, 2i + 1).
 GATED_RUN = 8
@@ -29,9 +34,10 @@ GATED_RUN = 8
 @dataclasses.dataclass
 class ExpertWeights:
     """``num_experts`` prepacked weights ``[k, n]`` of one projection, stacked: ``packed`` int32
-    ``[E, *sm80 packed shape]``, ``scales`` and ``offsets`` ``[E, k / group_size, n]`` in ``act_dtype`` (the
-    sm80 layout's ``W = q * scale + offset``). ``gated``: columns interleaved gate/up (module docstring); the
-    grouped GEMM then returns ``n / 2`` columns, ``SiLU(x @ gate) * (x @ up)``."""
+    ``[E, *packed shape of the layout]``, ``scales`` and ``offsets`` ``[E, k / group_size, n]`` in ``act_dtype``
+    (``W = q * scale + offset`` on the layout's codes). ``gated``: columns interleaved gate/up (module
+    docstring); the grouped GEMM then returns ``n / 2`` columns, ``SiLU(x @ gate) * (x @ up)``. ``layout``:
+    ``"sm80"`` or ``"sm90"``."""
 
     packed: torch.Tensor
     scales: torch.Tensor
@@ -44,10 +50,17 @@ class ExpertWeights:
     k: int
     gated: bool = False
     scale_only: bool = False
+    layout: str = "sm80"
 
     @property
     def key(self) -> KernelKey:
-        return KernelKey.of(self.act_dtype, self.bits, "sm80", "scale_offset")
+        """Every grouped kernel adds the offsets (zero for symmetric weights): the scale_offset key of the layout."""
+        return KernelKey.of(self.act_dtype, self.bits, self.layout, "scale_offset")
+
+    @property
+    def expert_bytes(self) -> int:
+        """Bytes from one expert's packed weight to the next."""
+        return self.packed.stride(0) * self.packed.element_size()
 
     @property
     def out_features(self) -> int:
@@ -104,6 +117,7 @@ def prepack_experts(
     bits: int = 4,
     gptq_v1: bool | None = None,
     gated: bool = False,
+    layout: str = "auto",
 ) -> ExpertWeights:
     """Prepacks one projection's experts (one checkpoint tensor per expert in each sequence, each what
     :func:`mixgemm.prepack` takes for a dense weight in ``format``) into one :class:`ExpertWeights` on their GPU.
@@ -112,10 +126,16 @@ def prepack_experts(
     columns ``[gate | up]``; the grouped GEMM applies ``SiLU(gate) * up``. Act-order (``g_idx``) experts are
     not taken: each expert would need its own permutation of x. Every expert must have the same shape, group
     size and dtype; a mismatch names the expert.
+
+    ``layout``: ``"auto"`` packs the sm90 layout on a Hopper GPU whose build has the grouped GEMM's sm90 form
+    for the dtype and width and where the shape fits it (N a multiple of 128), else the sm80 layout; ``"sm80"``
+    or ``"sm90"`` force one.
     """
     fn = "prepack_experts"
     if format not in FORMATS:
         raise ValueError(f"{fn}: format must be one of {FORMATS}, got {format!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"{fn}: layout must be one of {LAYOUTS}, got {layout!r}")
     qweights, scales = list(qweights), list(scales)
     E = len(qweights)
     if E == 0:
@@ -127,6 +147,8 @@ def prepack_experts(
         raise ValueError(f"{fn}: qzeros holds {len(zeros)} experts, qweights {E}")
     if any(z is None for z in zeros) and not all(z is None for z in zeros):
         raise ValueError(f"{fn}: either every expert has zero points or none has")
+    if layout == "auto":
+        layout = _auto_layout(qweights[0], scales[0], format, bits)
     packed = []
     for e in range(E):
         q, s, z = qweights[e], scales[e], zeros[e]
@@ -143,7 +165,7 @@ def prepack_experts(
             # AWQ packs N (8 columns per word); GPTQ packs K, so its qweight's columns are plain values.
             q = interleave_runs(q, n)
         try:
-            w = prepack(q, s, z, group_size, format=format, bits=bits, gptq_v1=gptq_v1, layout="sm80")
+            w = prepack(q, s, z, group_size, format=format, bits=bits, gptq_v1=gptq_v1, layout=layout)
         except ValueError as exc:
             raise ValueError(f"{fn}: expert {e}: {exc}") from None
         if packed and (w.n, w.k, w.group_size, w.bits, w.act_dtype) != (
@@ -156,4 +178,15 @@ def prepack_experts(
     p0 = packed[0]
     return ExpertWeights(torch.stack([w.packed for w in packed]), torch.stack([w.scales for w in packed]),
                          torch.stack([w.offsets for w in packed]), p0.group_size, p0.bits, p0.act_dtype, E, p0.n,
-                         p0.k, gated=gated, scale_only=qzeros is None)
+                         p0.k, gated=gated, scale_only=qzeros is None, layout=layout)
+
+
+def _auto_layout(qweight: torch.Tensor, scales: torch.Tensor, format: str, bits: int) -> str:
+    """"sm90" where the dense sm90 path would take expert 0 on its GPU (a Hopper GPU, a shape its kernels fit)
+    and this build has the grouped GEMM's sm90 form for the key, with N in its 128-column tiles; else "sm80"."""
+    from .. import _C
+
+    if auto_layout(qweight, scales, format, bits) != "sm90" or scales.shape[1] % SM90_FORM_TILE_N:
+        return "sm80"
+    key = KernelKey.of(scales.dtype, bits, "sm90", "scale_offset")
+    return "sm90" if _C.moe.sm90_compiled_configs(key.as_tuple()) else "sm80"

@@ -4,7 +4,9 @@
 
 Three launches and a sum: the routing (once, shared by both projections), the gate/up grouped GEMM with SiLU(gate)
 * up in its epilogue, the down grouped GEMM with the top-k weight in its epilogue, and the sum over each token's
-top-k rows (a fixed-order reduction, so the result is deterministic: no atomics).
+top-k rows (a fixed-order reduction, so the result is deterministic: no atomics). Where the sm90 form runs
+(many tokens per expert, sm90-layout experts), rows stay sorted by expert from the gather of x to the weighted
+sum: gather, gate/up GEMM, SiLU(gate) * up, down GEMM, and the sum over each token's top-k rows.
 """
 
 from __future__ import annotations
@@ -12,15 +14,19 @@ from __future__ import annotations
 import torch
 
 from .. import _checks, device
-from . import heuristic
+from . import heuristic, sm90_form
 from .experts import ExpertWeights
 from .grouped import grouped_gemm
 from .routing import route
 
 
 def plan_tiles(num_tokens: int, top_k: int, w13: ExpertWeights, w2: ExpertWeights, sm_count: int):
-    """(block_m, config of w13, config of w2) the heuristic picks for a call."""
+    """(block_m, config of w13, config of w2) the heuristic picks for a call: the sm90 form for both projections
+    (block_m 1) where it runs both, else tiles of the sm80 kernel or the GEMV."""
     slots, E = num_tokens * top_k, w13.num_experts
+    sm90_13, sm90_2 = (heuristic.sm90_config_for(slots, E, w) for w in (w13, w2))
+    if sm90_13 and sm90_2:
+        return 1, sm90_13, sm90_2
     block_m = heuristic.block_m_for(slots, E, w13.key)
     return (block_m, heuristic.config_for(block_m, slots, E, w13.n, w13.key, sm_count),
             heuristic.config_for(block_m, slots, E, w2.n, w2.key, sm_count))
@@ -81,6 +87,11 @@ def fused_moe(x: torch.Tensor, w13: ExpertWeights, w2: ExpertWeights, topk_weigh
     gpu = device.facts(fn, x.device)
     block_m, config13, config2 = plan_tiles(tokens, top_k, w13, w2, gpu.sm_count)
     routing = route(topk_ids, w13.num_experts, block_m, check_range=check_ids)
+    if heuristic.is_sm90_form(config13):
+        h = sm90_form.silu_mul(sm90_form.gemm_sorted(sm90_form.gather(x, routing.token_of, routing), w13, routing,
+                                                     config13), w13, routing)
+        return sm90_form.combine(sm90_form.gemm_sorted(h, w2, routing, config2), w2, routing,
+                                 topk_weights.float().contiguous(), top_k)
     h = grouped_gemm(x, w13, routing, x_rows="token", config=config13)
     y = grouped_gemm(h, w2, routing, x_rows="slot", topk_weights=topk_weights.float().contiguous(), config=config2)
     return y.view(tokens, top_k, w2.n).sum(dim=1)

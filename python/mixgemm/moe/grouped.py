@@ -1,5 +1,6 @@
-"""The grouped GEMM: every routed (token, expert) product of one projection in one launch
-(cpp/mixgemm/moe/grouped_runner.h on the sm80 kernel's grouped schedule)."""
+"""The grouped GEMM: every routed (token, expert) product of one projection in one launch: the sm80 kernel's
+grouped schedule or the decode GEMV's grouped form (cpp/mixgemm/moe/grouped_runner.h), or the sm90 form
+(sm90_form.py) between a gather of x's rows and a scatter of the products."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 
 from .. import _checks, device, workspace
 from .._runtime import current_stream, device_guard
-from . import heuristic
+from . import heuristic, sm90_form
 from .experts import ExpertWeights
 from .routing import Routing
 
@@ -24,10 +25,10 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
 
     ``x_rows="token"``: x is ``[tokens, k]`` and slot s reads row ``s // top_k`` (the first projection);
     ``"slot"``: x is ``[tokens * top_k, k]``, one row per slot (the second). ``topk_weights`` ``[tokens,
-    top_k]`` float32 multiplies each slot's row. ``config``: a compiled tile name of height
-    ``routing.block_m`` (default: the heuristic's); ``split_k``: K splits (default: the heuristic's, more than
-    one only at decode). Rows of slots whose expert id was out of range are left
-    unwritten (see :func:`mixgemm.moe.route`).
+    top_k]`` float32 multiplies each slot's row. ``config``: a compiled config whose routing block is
+    ``routing.block_m`` (default: the heuristic's; the sm90 form's, ``sm90_*``, take ``block_m = 1``);
+    ``split_k``: K splits of the sm80 and decode forms (default: the heuristic's, more than one only at decode).
+    Rows of slots whose expert id was out of range are undefined (see :func:`mixgemm.moe.route`).
     """
     from .. import _C
 
@@ -55,6 +56,14 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
         tensors["topk_weights"] = topk_weights
     _checks.check_same_device(fn, **tensors)
     sm_count = device.facts(fn, x.device).sm_count
+    if config is None and routing.block_m == 1:  # an unpadded routing: the sm90 form's
+        fits = heuristic.sm90_form_fits(experts.n, experts.k, experts.group_size)
+        config = heuristic.sm90_config_for(routing.num_slots, routing.num_experts, experts) or next(
+            (name for _, name in heuristic.sm90_configs(experts.key) if fits), None)
+        if config is None:
+            raise ValueError(f"{fn}: a routing of block_m = 1 is the sm90 form's, which this build has not for "
+                             f"{experts.key} or which does not take [K={experts.k}, N={experts.n}] group "
+                             f"{experts.group_size} (route with the heuristic's block_m instead)")
     if config is None:
         config = heuristic.config_for(routing.block_m, routing.num_slots, routing.num_experts, experts.n, experts.key,
                                       sm_count)
@@ -63,6 +72,10 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
         if block_m != routing.block_m:
             raise ValueError(f"{fn}: config {config} takes blocks of {block_m} rows but the routing was built for "
                              f"block_m = {routing.block_m}")
+    if heuristic.is_sm90_form(config):
+        if split_k not in (None, 1):
+            raise ValueError(f"{fn}: the sm90 form ({config}) does not split K; got split_k = {split_k!r}")
+        return _sm90_grouped_gemm(x, experts, routing, x_rows, topk_weights, config)
     if split_k is None:
         split_k = heuristic.split_for(routing.block_m, config, routing.num_slots, routing.num_experts, experts.n,
                                       experts.k, sm_count)
@@ -87,3 +100,14 @@ def grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, *, x
                             experts.packed.stride(0), experts.scales.stride(0), split_k, scratch_ptr,
                             semaphores_ptr, stream)
     return out
+
+
+def _sm90_grouped_gemm(x: torch.Tensor, experts: ExpertWeights, routing: Routing, x_rows: str,
+                       topk_weights: torch.Tensor | None, config: str) -> torch.Tensor:
+    """The sm90 form: x's rows gathered by expert, the products (SiLU(gate) * up of them when gated), scattered
+    back to slot order times the slot weights."""
+    xs = sm90_form.gather(x, routing.token_of if x_rows == "token" else routing.slot_of, routing)
+    ys = sm90_form.gemm_sorted(xs, experts, routing, config)
+    if experts.gated:
+        ys = sm90_form.silu_mul(ys, experts, routing)
+    return sm90_form.combine(ys, experts, routing, topk_weights, top_k=1)

@@ -1,6 +1,8 @@
-"""Which grouped-GEMM tile runs a mixture-of-experts call: the routing block (tile_m) by the tokens an expert
-gets, the tile width by how many blocks the GPU gets. Beside the kernel list it picks from
-(cpp/generator/kernel_sets.py, MOE_FULL / MOE_MINIMAL); it only ever names configs this build compiled.
+"""Which grouped-GEMM form and tile runs a mixture-of-experts call: the sm90 form (CUTLASS 3.x wgmma) once
+experts get many tokens each and the weights are in the sm90 layout; else the routing block (tile_m) by the
+tokens an expert gets and the tile width by how many blocks the GPU gets. Beside the kernel lists it picks from
+(cpp/generator/kernel_sets.py, MOE_FULL / MOE_MINIMAL / MOE_SM90_FULL); it only ever names configs this build
+compiled.
 """
 
 from __future__ import annotations
@@ -21,9 +23,31 @@ _DECODE_FORM = "decode_m"  # the decode form's config names: decode_m8_w4 (8 row
 _WIDE_MIN_LOAD = 512
 
 
+# The sm90 form's config names: sm90_<tile_m>x<tile_n>x64_grouped. Its routing is unpadded (blocks of 1 row).
+_SM90_FORM = "sm90_"
+# Slots per expert from which the sm90 form runs. On the H100 (docs/perf-notes/2026-11-26-moe-sm90-form.md,
+# Mixtral, Qwen3-30B-A3B, DeepSeek-V2-Lite) it took 0.64x-0.85x of the sm80 tiles' time from 64 slots per
+# expert on, 0.76x-1.02x at 32 (its 64-token tile), and lost at 16 (1.2x-1.4x): there every expert reads its
+# weights in a few microseconds, and the form's fixed costs (one more launch and the gather / SiLU / sum
+# passes, descriptor updates per expert) stay.
+SM90_MIN_LOAD = 32
+# Its token tile by slots per expert: (below, tile_m); from the last limit on, the widest compiled. The 64-token
+# tile converts each weight tile for half the tokens of the 128 one, so it pays only while 128 would be mostly
+# empty (below 64 per expert); 256 pays from 1024 per expert (0.88x-0.91x of 128's time on Mixtral and Qwen3;
+# 1.03x-1.13x at 256).
+SM90_TILE_BY_LOAD = ((64, 64), (1024, 128))
+_SM90_TILE_N, _SM90_TILE_K = 128, 64
+
+
+def is_sm90_form(name: str) -> bool:
+    return name.startswith(_SM90_FORM)
+
+
 def block_height(name: str) -> int:
-    """The routing block a config takes (its tile_m; 8 for the decode form); ValueError for a name that is no
-    grouped GEMM config."""
+    """The routing block a config takes (its tile_m; 8 for the decode form, 1 for the sm90 form); ValueError for a
+    name that is no grouped GEMM config."""
+    if is_sm90_form(name):
+        return 1
     try:
         return tile_of(name)[0]
     except (ValueError, IndexError):
@@ -35,6 +59,8 @@ def tile_of(name: str) -> tuple[int, int]:
     """(block height, width) of a config name: decode_m8_w4 -> (8, 64), 16x128x64_w16x32x64_s4 -> (16, 128)."""
     if name.startswith(_DECODE_FORM):
         return int(name[len(_DECODE_FORM):].split("_")[0]), 64
+    if is_sm90_form(name):
+        name = name[len(_SM90_FORM):]
     tile_m, tile_n = name.split("_")[0].split("x")[:2]
     return int(tile_m), int(tile_n)
 
@@ -44,6 +70,35 @@ def compiled_tiles(key: KernelKey) -> tuple[tuple[int, int, str], ...]:
     from .. import _C
 
     return tuple((*tile_of(name), name) for name in _C.moe.compiled_configs(key.as_tuple()))
+
+
+@functools.lru_cache(maxsize=None)
+def sm90_configs(key: KernelKey) -> tuple[tuple[int, str], ...]:
+    """(tile_m, name) of the sm90 form's configs compiled for the key (none off sm90-layout keys)."""
+    from .. import _C
+
+    if key.layout != "sm90":
+        return ()
+    return tuple((tile_of(name)[0], name) for name in _C.moe.sm90_compiled_configs(key.as_tuple()))
+
+
+def sm90_form_fits(n: int, k: int, group_size: int) -> bool:
+    """The sm90 form's shape rule (the dense sm90 path's, cpp/generator/shape_rules.py): N in 128-column tiles,
+    K in 64-deep k-tiles, groups of whole k-tiles or per-channel."""
+    return n % _SM90_TILE_N == 0 and k % _SM90_TILE_K == 0 and (group_size % _SM90_TILE_K == 0 or group_size == k)
+
+
+def sm90_config_for(num_slots: int, num_experts: int, experts) -> str | None:
+    """The sm90 form's config for num_slots slots over num_experts experts of ``experts`` (an ExpertWeights), or
+    None where the tiles of the sm80 kernel and the GEMV should run (few tokens per expert, sm80-layout weights,
+    a shape the form does not take, none compiled)."""
+    configs = sorted(sm90_configs(experts.key))
+    load = num_slots / num_experts
+    if not configs or load < SM90_MIN_LOAD or not sm90_form_fits(experts.n, experts.k, experts.group_size):
+        return None
+    want = next((m for limit, m in SM90_TILE_BY_LOAD if load < limit), configs[-1][0])
+    below = [name for m, name in configs if m <= want]
+    return below[-1] if below else configs[0][1]
 
 
 def block_m_for(num_slots: int, num_experts: int, key: KernelKey) -> int:

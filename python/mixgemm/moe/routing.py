@@ -20,12 +20,16 @@ class Routing:
     """Slots ``s = t * top_k + j`` sorted by expert, each expert's run padded to a multiple of ``block_m``:
     ``slot_of[p]`` the slot at sorted position p (``num_slots`` for padding), ``token_of[p]`` its token,
     ``block_expert[b]`` the expert of positions ``b * block_m ..``, ``num_padded`` (a 1-element device tensor)
-    the positions in use."""
+    the positions in use; ``position_of[s]`` the position of slot s (-1: routed nowhere) and ``expert_start[e]``
+    the first position of expert e's run (``[E]``: the positions in use), what the sm90 form reads (its
+    routing has ``block_m = 1``: unpadded runs)."""
 
     slot_of: torch.Tensor
     token_of: torch.Tensor
     block_expert: torch.Tensor
     num_padded: torch.Tensor
+    position_of: torch.Tensor
+    expert_start: torch.Tensor
     block_m: int
     num_tokens: int
     top_k: int
@@ -85,8 +89,11 @@ def route(topk_ids: torch.Tensor, num_experts: int, block_m: int, *, check_range
     token_of = torch.empty(blocks * block_m, **i32)
     block_expert = torch.empty(blocks, **i32)
     num_padded = torch.empty(1, **i32)
+    position_of = torch.empty(num_slots, **i32)
+    expert_start = torch.empty(num_experts + 1, **i32)
     with device_guard(device):
         _C.moe.route(topk_ids.data_ptr(), topk_ids.dtype == torch.int64, num_slots, top_k, num_experts, block_m,
                      slot_of.data_ptr(), token_of.data_ptr(), block_expert.data_ptr(), num_padded.data_ptr(),
-                     current_stream(device))
-    return Routing(slot_of, token_of, block_expert, num_padded, block_m, tokens, top_k, num_experts)
+                     position_of.data_ptr(), expert_start.data_ptr(), current_stream(device))
+    return Routing(slot_of, token_of, block_expert, num_padded, position_of, expert_start, block_m, tokens, top_k,
+                   num_experts)
