@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The MoE and tensor-parallel tables of BENCHMARKS.md, from committed JSON (stdlib only, no GPU).
 
-  python tools/record_moe_tp.py moe benchmarks/2026-11-26-h100-moe.json
+  python tools/record_moe_tp.py moe benchmarks/2026-11-26-h100-moe-sm90.json
   python tools/record_moe_tp.py tp benchmarks/2026-11-26-h100-tp-shards-floor.json \
       benchmarks/2026-11-26-h100-tp-shards-tp2-tp4.json benchmarks/2026-11-26-h100-tp-shards-tp8.json
 
 moe: rows of ``python -m mixgemm bench-moe`` (the peers' MoE harness with mixgemm's grouped kernels added), whole
-layer, AWQ zeros, fp16, group 128, each ratio between peers of one run. tp: the peers harness on Llama-3-70B's
+layer, AWQ zeros, fp16, group 128, each ratio between peers of one run (and the sm80-layout peer's column, where
+the run has it). tp: the peers harness on Llama-3-70B's
 TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check) and ``python -m mixgemm
 bench``'s read floor at M = 1 and 16.
 """
@@ -21,8 +22,12 @@ MODEL_NAMES = {"qwen3-30b-a3b": "Qwen3-30B-A3B", "mixtral-8x7b": "Mixtral-8x7B",
 
 def moe_table(paths: list[str]) -> str:
     rows = [r for p in paths for r in json.load(open(p))["rows"]]
-    out = ["| model | tokens | mixgemm | Marlin MoE | / Marlin | best dense 16-bit | / best dense | read floor "
-           "(3.0 TB/s) | / floor |", "|---|---|---|---|---|---|---|---|---|"]
+    # A run with the sm80-layout peer (no sm90 form) gets its column: the same kernels below the sm90 form's
+    # threshold, the sm80 tiles above it.
+    sm80 = any("mixgemm_moe[zp-sm80]" in r["peers"] for r in rows)
+    out = ["| model | tokens | mixgemm | " + ("sm80 layout | " if sm80 else "") + "Marlin MoE | / Marlin | best dense "
+           "16-bit | / best dense | read floor (3.0 TB/s) | / floor |",
+           "|---|---|---|---|---|---|---|---|---|" + ("---|" if sm80 else "")]
     for r in rows:
         peers = r["peers"]
 
@@ -33,7 +38,11 @@ def moe_table(paths: list[str]) -> str:
         dense = [t for t in (moe_us("dense_fp16_loop"), moe_us("grouped_mm_bf16")) if t]
         floor = r["read_us_at_3TBs"]["int4_zp"]
         best = min(dense) if dense else None
-        out.append(f"| {MODEL_NAMES.get(r['model'], r['model'])} | {r['M']} | {ours:.1f} | {marlin:.1f} | "
+        other = ""
+        if sm80:
+            t = moe_us("mixgemm_moe[zp-sm80]")
+            other = f"{t:.1f} | " if t else "- | "
+        out.append(f"| {MODEL_NAMES.get(r['model'], r['model'])} | {r['M']} | {ours:.1f} | {other}{marlin:.1f} | "
                    f"{marlin / ours:.2f}x faster | {best:.1f} | {best / ours:.2f}x | {floor:.1f} | "
                    f"{ours / floor:.2f}x |")
     return "\n".join(out)

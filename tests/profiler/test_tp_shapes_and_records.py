@@ -36,9 +36,10 @@ def _record_tool():
 
 
 def test_moe_table_of_record():
-    table = _record_tool().moe_table([str(ROOT / "benchmarks" / "2026-11-26-h100-moe.json")])
+    table = _record_tool().moe_table([str(ROOT / "benchmarks" / "2026-11-26-h100-moe-sm90.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 3 * 8  # three models, eight token counts
+    assert "| sm80 layout |" in table.splitlines()[0]  # the run with the sm80-layout peer gets its column
     assert table in (ROOT / "BENCHMARKS.md").read_text()
 
 
