@@ -42,6 +42,40 @@ inline void bind_moe(pybind11::module_& m) {
       py::arg("position_of"), py::arg("expert_start"), py::arg("stream"),
       "sorts the (token, expert) slots by expert into blocks of block_m (moe/routing.h)");
   m.def(
+      "grouped_gemv_direct",
+      [](const std::string& config, const KeyTuple& key, bool gated, bool fold_top_k, std::uintptr_t x,
+         std::uintptr_t packed, std::uintptr_t scales, std::uintptr_t offsets, std::uintptr_t out,
+         std::uintptr_t topk_ids, bool ids_int64, int top_k, int num_experts, bool rows_by_token,
+         std::uintptr_t slot_weights, int x_rows, int N, int K, int group_size, int num_slots, int64_t b_expert_stride,
+         int64_t quant_expert_stride, int split_k, std::uintptr_t workspace, std::uintptr_t semaphores,
+         std::uintptr_t stream) {
+        moe::GroupedArgs a;
+        a.A = address_of<const void>(x);
+        a.B = address_of<const int32_t>(packed);
+        a.scales = address_of<const void>(scales);
+        a.offsets = address_of<const void>(offsets);
+        a.D = address_of<void>(out);
+        a.slot_weights = address_of<const float>(slot_weights);
+        a.topk_ids = address_of<const void>(topk_ids);
+        a.ids_int64 = ids_int64, a.top_k = top_k, a.num_experts = num_experts;
+        a.rows_by_token = rows_by_token, a.fold_top_k = fold_top_k;
+        a.a_rows_count = x_rows, a.N = N, a.K = K, a.group_size = group_size;
+        a.num_slots = num_slots, a.max_blocks = num_slots;
+        a.b_expert_stride = b_expert_stride, a.quant_expert_stride = quant_expert_stride;
+        a.split_k = split_k;
+        a.workspace = address_of<float>(workspace);
+        a.semaphores = address_of<int32_t>(semaphores);
+        moe::grouped_gemm(config, key_of(key), gated ? moe::Epilogue::kGated : moe::Epilogue::kPlain, a,
+                          reinterpret_cast<cudaStream_t>(stream));
+      },
+      py::arg("config"), py::arg("key"), py::arg("gated"), py::arg("fold_top_k"), py::arg("x"), py::arg("packed"),
+      py::arg("scales"), py::arg("offsets"), py::arg("out"), py::arg("topk_ids"), py::arg("ids_int64"),
+      py::arg("top_k"), py::arg("num_experts"), py::arg("rows_by_token"), py::arg("slot_weights"),
+      py::arg("x_rows"), py::arg("N"), py::arg("K"), py::arg("group_size"), py::arg("num_slots"),
+      py::arg("b_expert_stride"), py::arg("quant_expert_stride"), py::arg("split_k"), py::arg("workspace"),
+      py::arg("semaphores"), py::arg("stream"),
+      "the decode form without routing: one block per slot of topk_ids (moe/grouped_args.h, direct mode)");
+  m.def(
       "gather_rows",
       [](std::uintptr_t src, int src_rows, std::uintptr_t src_row, std::uintptr_t rows_in_use, std::uintptr_t dst,
          int max_rows, int K, std::uintptr_t stream) {

@@ -63,9 +63,10 @@ def test_fused_moe_widths_and_scale_only(bits, zeros, G):
     check_layer(torch.randn(40, hidden, device="cuda", dtype=torch.float16), layer, ids, w)
 
 
-@pytest.mark.parametrize("shape,T", [("qwen3_like", 24), ("mixtral_like", 300)])
+@pytest.mark.parametrize("shape,T", [("qwen3_like", 1), ("qwen3_like", 24), ("mixtral_like", 300)])
 def test_cuda_graph_replays_with_new_routing(shape, T):
-    """Qwen3-like at 24 tokens: the sm80 tiles; Mixtral-like at 300: the sm90 form on Hopper."""
+    """One token: the decode GEMVs' direct mode; Qwen3-like at 24 tokens: the sm80 tiles; Mixtral-like at 300:
+    the sm90 form on Hopper."""
     E, top_k, hidden, inter = SHAPES[shape]
     layer = make_layer(E, hidden, inter, torch.float16)
     w13, w2 = layer[:2]
@@ -90,7 +91,7 @@ def test_cuda_graph_replays_with_new_routing(shape, T):
         assert torch.equal(out, moe.fused_moe(x, w13, w2, w, ids)), f"replay {seed}"
 
 
-@pytest.mark.parametrize("T", [9, 300])
+@pytest.mark.parametrize("T", [1, 9, 300])
 def test_torch_compile_fullgraph(T):
     E, top_k, hidden, inter = SHAPES["mixtral_like"]
     w13, w2, w13_dense, w2_dense = make_layer(E, hidden, inter, torch.float16)
@@ -119,3 +120,26 @@ def test_layer_rules():
         moe.fused_moe(x, w13, w2, w[:2], ids[:2].contiguous())
     with pytest.raises(ValueError, match="expert id 8"):
         moe.fused_moe(x, w13, w2, w, torch.full_like(ids, 8))
+
+
+@pytest.mark.parametrize("id_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_one_token_direct_mode(id_dtype, layout):
+    """One token runs the decode GEMVs without a routing pass (moe/direct.py): both id widths, both layouts,
+    deterministic, and an unchecked id out of range adds nothing to the token's sum (no hang, no fault)."""
+    E, top_k, hidden, inter = SHAPES["qwen3_like"]
+    layer = make_layer(E, hidden, inter, torch.float16, layout=layout)
+    w13, w2, w13_dense, w2_dense = layer
+    ids, w = random_routing(1, E, top_k)
+    ids = ids.to(id_dtype)
+    x = torch.randn(1, hidden, device="cuda", dtype=torch.float16)
+    check_layer(x, layer, ids, w)
+    first = moe.fused_moe(x, w13, w2, w, ids)
+    assert all(torch.equal(first, moe.fused_moe(x, w13, w2, w, ids)) for _ in range(3))
+    bad = ids.clone()
+    bad[0, 2] = E
+    kept_w = w.clone()
+    kept_w[0, 2] = 0.0
+    ref = moe.reference_fused_moe(x, w13_dense, w2_dense, kept_w, torch.where(bad < E, bad, 0))
+    out = moe.fused_moe(x, w13, w2, w, bad, check_ids=False)
+    assert relative_error(out, ref) < LAYER_TOL[torch.float16]

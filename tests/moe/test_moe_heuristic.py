@@ -83,3 +83,11 @@ def test_sm90_form_only_where_it_fits(monkeypatch):
     assert heuristic.sm90_config_for(4096, 8, sm90_experts(group_size=4096)) is not None  # per-channel
     assert heuristic.block_height("sm90_128x128x64_grouped") == 1
     assert heuristic.tile_of("sm90_256x128x64_grouped") == (256, 128)
+
+
+def test_direct_mode_splits_k_to_fill_the_gpu():
+    """One Qwen3 token: 8 slots x 24 strips of w13 = 192 blocks, so K splits until ~4 blocks per SM, capped by
+    8 k-tiles per split; a wide projection needs none."""
+    assert heuristic.split_for_direct(8, 1536, 2048, 132) == 3
+    assert heuristic.split_for_direct(2, 28672, 4096, 132) == 1
+    assert heuristic.split_for_direct(8, 128, 256, 132) == 1  # K = 256: too short to split

@@ -78,6 +78,14 @@ struct GemvParams {
   // routing of cpp/mixgemm/moe/routing.h with block_m = kRows). Position p reads x row a_rows[p] (M: x's
   // rows) and writes output row slot_of[p] (padding: >= num_slots) times slot_weights[slot] if given;
   // split-K partials are indexed by position, [split_k, positions, N], semaphores by (block, strip).
+  //
+  // Direct (topk_ids non-null; a layer's one-token decode, python/mixgemm/moe/functional.py): no routing
+  // pass. Grid z = slots, block z is slot z alone (its row 0; rows 1.. are padding): expert topk_ids[z], x row
+  // z / top_k (rows_by_token) or z. fold_top_k (plain epilogue): the top_k slots of token t = z / top_k are
+  // summed into output row t, each times its slot weight, in slot order: every slot block stores its fp32
+  // partial ([split_k, slots, N]) and arrives at the (token, strip) semaphore; the last of the token's
+  // top_k x split_k arrivals sums them. An id outside [0, num_experts) adds nothing (its block reads no
+  // weight but still arrives, so the token's sum completes).
   struct Grouped {
     const int32_t* a_rows = nullptr;
     const int32_t* slot_of = nullptr;
@@ -87,6 +95,12 @@ struct GemvParams {
     int num_slots = 0;
     int positions = 0;
     int64_t b_expert_stride = 0, quant_expert_stride = 0;
+    const void* topk_ids = nullptr;
+    bool ids_int64 = false;
+    bool rows_by_token = false;
+    bool fold_top_k = false;
+    int top_k = 1;
+    int num_experts = 0;
   } grouped;
 };
 
@@ -317,21 +331,36 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
 #endif
   release_dependents_then_wait();
 
-  // Grouped: this block's expert moves the weight pointers, and each lane's x rows come through the routing.
-  const int position0 = kGrouped ? static_cast<int>(blockIdx.z) * G::kRows : 0;
+  // Grouped: this block's expert moves the weight pointers, and each lane's x rows come through the routing
+  // (direct: block z is slot z, its row 0).
+  const auto& gp = p.grouped;
+  const bool direct = kGrouped && gp.topk_ids != nullptr;
+  const int z = static_cast<int>(blockIdx.z);
+  const int position0 = kGrouped ? z * G::kRows : 0;
+  // The output slot of the block's row m: the routing's, or (direct) z for row 0 and padding for the rest.
+  auto slot_at = [&](int m) { return direct ? (m == 0 ? z : gp.num_slots) : gp.slot_of[position0 + m]; };
   GemvParams moved = p;
   const T* x_rows[kMTiles] = {};
+  bool has_expert = true;  // direct: false for an id out of range (the block then adds nothing)
   if constexpr (kGrouped) {
-    if (position0 >= *p.grouped.num_padded) return;  // past the positions in use: the whole block leaves
-    const int64_t expert = p.grouped.block_expert[blockIdx.z];
-    moved.B += expert * p.grouped.b_expert_stride;
-    moved.scales = static_cast<const T*>(p.scales) + expert * p.grouped.quant_expert_stride;
-    moved.offsets = static_cast<const T*>(p.offsets) + expert * p.grouped.quant_expert_stride;
+    if (!direct && position0 >= *gp.num_padded) return;  // past the positions in use: the whole block leaves
+    int64_t expert;
+    if (direct) {
+      expert = gp.ids_int64 ? static_cast<const int64_t*>(gp.topk_ids)[z] : static_cast<const int32_t*>(gp.topk_ids)[z];
+      has_expert = expert >= 0 && expert < gp.num_experts;
+      if (!has_expert) expert = 0;
+    } else {
+      expert = gp.block_expert[z];
+    }
+    moved.B += expert * gp.b_expert_stride;
+    moved.scales = static_cast<const T*>(p.scales) + expert * gp.quant_expert_stride;
+    moved.offsets = static_cast<const T*>(p.offsets) + expert * gp.quant_expert_stride;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-      const int pos = position0 + mt * kMmaRows + lane / 4;
-      if (p.grouped.slot_of[pos] < p.grouped.num_slots)
-        x_rows[mt] = static_cast<const T*>(p.A) + static_cast<int64_t>(min(p.grouped.a_rows[pos], p.M - 1)) * p.K;
+      const int m = mt * kMmaRows + lane / 4;
+      if (slot_at(m) >= gp.num_slots) continue;
+      const int a_row = direct ? (gp.rows_by_token ? z / gp.top_k : z) : gp.a_rows[position0 + m];
+      x_rows[mt] = static_cast<const T*>(p.A) + static_cast<int64_t>(min(a_row, p.M - 1)) * p.K;
     }
   }
   float acc[kMTiles][G::kSubBlocks][4];
@@ -364,8 +393,20 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
       G::compute(odd, true, sums, acc);
     }
   };
-  if constexpr (kGrouped) main_loop(moved);
-  else main_loop(p);
+  if constexpr (kGrouped) {
+    if (has_expert) {
+      main_loop(moved);
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int j = 0; j < G::kSubBlocks; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
+    }
+  } else {
+    main_loop(p);
+  }
 
   // Block reduction. Accumulator (mt, j): {r0, r1} = column 16 j + c, rows m = 8 mt + 2t, 2t + 1;
   // {r2, r3} = column 16 j + c + 8, same rows (the C fragment of mma.m16n8k16 with W^T's rows as columns).
@@ -386,7 +427,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
 
   const int n0 = strip * kStripN;
   const int64_t N = p.N;
-  const int rows = kGrouped ? G::kRows : p.M;  // this block's rows (grouped: its positions)
+  const int rows = direct ? 1 : kGrouped ? G::kRows : p.M;  // this block's rows (grouped: its positions)
   const int outputs = rows * kStripN;  // this block's (row, column) outputs, rows <= kRows
   const T* bias = static_cast<const T*>(p.bias);
   T* D = static_cast<T*>(p.D);
@@ -402,7 +443,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     if constexpr (kMoe == kGroupedGated) {
       for (int o = threadIdx.x; o < rows * kStripN / 2; o += G::kThreads) {
         const int m = o / (kStripN / 2), q = o % (kStripN / 2);
-        const int slot = p.grouped.slot_of[position0 + m];
+        const int slot = slot_at(m);
         if (slot >= p.grouped.num_slots) continue;
         const int gate = 16 * (q / 8) + q % 8;  // column gate + 8 holds the same column's up
         const float g = sum_of(m, gate), u = sum_of(m, gate + 8);
@@ -415,7 +456,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
         const int m = o / kStripN, col = o % kStripN;
         float value = sum_of(m, col);
         if constexpr (kGrouped) {
-          const int slot = p.grouped.slot_of[position0 + m];
+          const int slot = slot_at(m);
           if (slot >= p.grouped.num_slots) continue;
           if (p.grouped.slot_weights != nullptr) value *= p.grouped.slot_weights[slot];
           D[static_cast<int64_t>(slot) * N + n0 + col] = static_cast<T>(value);
@@ -427,28 +468,49 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     }
   };
 
-  if (p.split_k == 1) {
+  const bool fold = direct && gp.fold_top_k;
+  if (p.split_k == 1 && !fold) {
     store_all(block_sum);
     return;
   }
 
-  // Split-K: partial to the workspace (L2 stores: the summing block may run on another SM), then count
-  // arrivals on the strip's semaphore (common/split_k_arrival.cuh says why no fence is needed).
-  const int64_t split_rows = kGrouped ? p.grouped.positions : p.M;  // rows of one split's partial
-  float* partial = p.workspace + static_cast<int64_t>(split) * split_rows * N + position0 * N;
+  // Split-K (and the direct top-k fold): partial to the workspace (L2 stores: the summing block may run on
+  // another SM), then count arrivals on the semaphore (common/split_k_arrival.cuh says why no fence is
+  // needed): the strip's, the (block, strip)'s, or (fold) the (token, strip)'s.
+  const int64_t split_rows = direct ? gp.num_slots : kGrouped ? gp.positions : p.M;  // rows of one split's partial
+  const int64_t row0 = direct ? z : position0;  // the block's first partial row
+  float* partial = p.workspace + static_cast<int64_t>(split) * split_rows * N + row0 * N;
   for (int o = threadIdx.x; o < outputs; o += G::kThreads) {
     const int m = o / kStripN, col = o % kStripN;
     __stcg(partial + m * N + n0 + col, block_sum(m, col));
   }
   __syncthreads();
-  int32_t* semaphore = p.semaphores + (kGrouped ? blockIdx.z * gridDim.x : 0) + strip;
+  const int token = fold ? z / gp.top_k : 0;
+  const int64_t semaphore_row = fold ? token : kGrouped ? z : 0;
+  int32_t* semaphore = p.semaphores + semaphore_row * gridDim.x + strip;
+  const int arrivals = fold ? p.split_k * gp.top_k : p.split_k;
   if (threadIdx.x == 0) {
     const int arrived = arrive_and_count(semaphore);
-    is_last = arrived == p.split_k - 1;
+    is_last = arrived == arrivals - 1;
     if (is_last) *semaphore = 0;  // every split has arrived: reset for the next launch / replay
   }
   __syncthreads();
   if (!is_last) return;
+  if (fold) {
+    // The token's sum: slot by slot in order, each slot's splits in order, times the slot's weight.
+    for (int col = threadIdx.x; col < kStripN; col += G::kThreads) {
+      float total = 0.f;
+      for (int j = 0; j < gp.top_k; ++j) {
+        const int slot = token * gp.top_k + j;
+        float sum = 0.f;
+        for (int sk = 0; sk < p.split_k; ++sk)
+          sum += __ldcg(p.workspace + (static_cast<int64_t>(sk) * split_rows + slot) * N + n0 + col);
+        total += (gp.slot_weights != nullptr ? gp.slot_weights[slot] : 1.f) * sum;
+      }
+      D[token * N + n0 + col] = static_cast<T>(total);
+    }
+    return;
+  }
   // The last split sums every split's partial, in split order whichever split arrived last
   // (deterministic). These loads are the tail's last trip to L2: a thread issues the loads of up to
   // kSplitsPerTrip splits before its first add, one L2 latency per output instead of one per split.
@@ -457,7 +519,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   // docs/perf-notes/2026-11-24-decode-8-warp-blocks.md.)
   constexpr int kSplitsPerTrip = 8;
   store_all([&](int m, int col) {
-    const float* column = p.workspace + (position0 + m) * N + n0 + col;
+    const float* column = p.workspace + (row0 + m) * N + n0 + col;
     float sum = 0.f;
     for (int z0 = 0; z0 < p.split_k; z0 += kSplitsPerTrip) {
       float part[kSplitsPerTrip];

@@ -45,7 +45,9 @@ void check_args(int tile_n, WeightLayout layout, Epilogue epilogue, const Groupe
   require(static_cast<int64_t>(a.a_rows_count) * a.K < (int64_t{1} << 31),
           [] { return rule("x's rows x K must be below 2^31 elements"); });
   require(ceil_div(a.N, tile_n) <= 65535, [] { return rule("N / tile_n must be <= 65535 (grid y limit)"); });
-  require(a.A && a.B && a.scales && a.offsets && a.D && a.a_rows && a.slot_of && a.block_expert && a.num_padded,
+  const bool direct = a.topk_ids != nullptr;
+  require(a.A && a.B && a.scales && a.offsets && a.D &&
+              (direct || (a.a_rows && a.slot_of && a.block_expert && a.num_padded)),
           [] { return rule("x, weights, scales, offsets, output and routing buffers must be non-null"); });
   require(aligned(a.A, 16) && aligned(a.B, 16) && aligned(a.scales, 16) && aligned(a.offsets, 16), [] {
     return rule("x, packed weights, scales and offsets must be 16-byte aligned (cp.async 16-byte copies)");
@@ -74,6 +76,15 @@ void grouped_gemm(const std::string& config_name, const KernelKey& key, Epilogue
   const auto not_compiled = [&] { return rule("config " + config_name + " is not compiled into this build for " +
                                               key.name()); };
   GroupedLaunchFn launch = nullptr;
+  const bool direct = args.topk_ids != nullptr;
+  if (direct) {  // the decode form's direct mode: one block per slot, no routing
+    require(args.top_k >= 1 && args.num_slots % args.top_k == 0 && args.num_slots <= 65535 && args.num_experts >= 1,
+            [] { return rule("direct mode needs slots = tokens x top_k <= 65535 and the expert count"); });
+    require(!args.fold_top_k || epilogue == Epilogue::kPlain,
+            [] { return rule("direct mode folds the top-k sum only into a plain (not gated) projection"); });
+    require(!args.fold_top_k || (args.workspace != nullptr && aligned(args.workspace, 16) && args.semaphores),
+            [] { return rule("the top-k fold needs an fp32 workspace and zeroed semaphores"); });
+  }
   for (const auto& c : kGemvRegistry.configs(key)) {
     if (c.name() != config_name) continue;
     // The decode form's shape rule is the decode path's; its grid's z is the routing's blocks.
@@ -87,6 +98,7 @@ void grouped_gemm(const std::string& config_name, const KernelKey& key, Epilogue
   }
   for (const auto& c : kRegistry.configs(key)) {
     if (c.name() != config_name) continue;
+    require(!direct, [] { return rule("direct mode (no routing) is the decode form's only"); });
     const Entry* entry = kRegistry.find(c, key, epilogue);
     require(entry != nullptr, [&] { return rule("config " + config_name + " has no kernel of this epilogue"); });
     check_args(c.tile_n, key.layout, epilogue, args);

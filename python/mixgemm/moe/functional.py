@@ -2,7 +2,8 @@
 
     out[t] = sum_j  w[t, j] * ( SiLU(x[t] @ W_gate[e]) * (x[t] @ W_up[e]) ) @ W_down[e],   e = topk_ids[t, j]
 
-Three launches and a sum: the routing (once, shared by both projections), the gate/up grouped GEMM with SiLU(gate)
+One token: two launches, the decode GEMVs' direct mode (direct.py). Otherwise three launches and a sum: the
+routing (once, shared by both projections), the gate/up grouped GEMM with SiLU(gate)
 * up in its epilogue, the down grouped GEMM with the top-k weight in its epilogue, and the sum over each token's
 top-k rows (a fixed-order reduction, so the result is deterministic: no atomics). Where the sm90 form runs
 (many tokens per expert, sm90-layout experts), rows stay sorted by expert from the gather of x to the weighted
@@ -15,9 +16,10 @@ import torch
 
 from .. import _checks, device
 from . import heuristic, sm90_form
+from .direct import fused_moe_one_token
 from .experts import ExpertWeights
 from .grouped import grouped_gemm
-from .routing import route
+from .routing import check_topk_ids, route
 
 
 def plan_tiles(num_tokens: int, top_k: int, w13: ExpertWeights, w2: ExpertWeights, sm_count: int):
@@ -86,6 +88,10 @@ def fused_moe(x: torch.Tensor, w13: ExpertWeights, w2: ExpertWeights, topk_weigh
     tokens, top_k = topk_ids.shape
     gpu = device.facts(fn, x.device)
     block_m, config13, config2 = plan_tiles(tokens, top_k, w13, w2, gpu.sm_count)
+    if tokens == 1 and heuristic.is_decode_form(config13) and heuristic.is_decode_form(config2):
+        # One token: the decode GEMVs route themselves and the down one sums the top-k (direct.py).
+        check_topk_ids("mixgemm.moe.fused_moe", topk_ids, w13.num_experts, check_ids)
+        return fused_moe_one_token(x, w13, w2, topk_weights.float().contiguous(), topk_ids, config13, config2)
     routing = route(topk_ids, w13.num_experts, block_m, check_range=check_ids)
     if heuristic.is_sm90_form(config13):
         h = sm90_form.silu_mul(sm90_form.gemm_sorted(sm90_form.gather(x, routing.token_of, routing), w13, routing,

@@ -43,6 +43,10 @@ def is_sm90_form(name: str) -> bool:
     return name.startswith(_SM90_FORM)
 
 
+def is_decode_form(name: str) -> bool:
+    return name.startswith(_DECODE_FORM)
+
+
 def block_height(name: str) -> int:
     """The routing block a config takes (its tile_m; 8 for the decode form, 1 for the sm90 form); ValueError for a
     name that is no grouped GEMM config."""
@@ -133,6 +137,16 @@ def config_for(block_m: int, num_slots: int, num_experts: int, n: int, key: Kern
 # (sm80/threadblock/mainloop.cuh, kMinBlocksPerSM), and a memory-bound launch wants them all in flight.
 _DECODE_BLOCKS_PER_SM = 4
 _MIN_K_TILES_PER_SPLIT = 8  # below this a split's pipeline fill (3 stages) outweighs its share of K
+
+
+DECODE_STRIP_N = 64  # columns per block of the decode form (its GEMV's strip)
+
+
+def split_for_direct(num_slots: int, n: int, k: int, sm_count: int) -> int:
+    """K splits of the decode form's direct mode (one block per slot and strip): as split_for, for its blocks."""
+    blocks = num_slots * -(-n // DECODE_STRIP_N)
+    want = -(-_DECODE_BLOCKS_PER_SM * sm_count // blocks)
+    return max(1, min(want, k // 64 // _MIN_K_TILES_PER_SPLIT))
 
 
 def split_for(block_m: int, config: str, num_slots: int, num_experts: int, n: int, k: int, sm_count: int) -> int:
