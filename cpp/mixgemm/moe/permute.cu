@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <string>
 
 #include "mixgemm/core/check.h"
@@ -32,26 +33,30 @@ __device__ T from_float(float x) {
   else return __float2bfloat16_rn(x);
 }
 
-// Grid x: rows (a row's vectors strided over the block), so the block of row p exits at once when p is unused.
+// Flat over the (row, vector) pairs of the rows in use, a grid-stride loop: rows are short (Qwen3-30B-A3B's
+// intermediate is 96 vectors), so a block per row would leave most of its threads idle. The grid is sized
+// for every row; the rows in use are known only on the device.
 __global__ void gather_rows_kernel(const uint4* __restrict__ src, int src_rows, const int32_t* __restrict__ src_row,
                                    const int32_t* __restrict__ rows_in_use, uint4* __restrict__ dst, int vectors) {
-  const int p = static_cast<int>(blockIdx.x);
-  if (p >= *rows_in_use) return;
-  const int r = src_row[p];
-  if (r < 0 || r >= src_rows) return;
-  for (int v = threadIdx.x; v < vectors; v += blockDim.x)
-    dst[static_cast<int64_t>(p) * vectors + v] = src[static_cast<int64_t>(r) * vectors + v];
+  const int64_t in_use = static_cast<int64_t>(*rows_in_use) * vectors;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < in_use;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = v / vectors;
+    const int r = src_row[p];
+    if (r >= 0 && r < src_rows) dst[v] = src[static_cast<int64_t>(r) * vectors + v - p * vectors];
+  }
 }
 
-// Vector i of an output row is columns 8i .. 8i + 7: gate run i and up run i, the 16-byte vectors 2i, 2i + 1 of h.
+// Vector v of the output (row p, columns 8i .. 8i + 7 of it) is gate run i and up run i of row p: the 16-byte
+// vectors 2v and 2v + 1 of h.
 template <typename T>
 __global__ void silu_mul_runs_kernel(const uint4* __restrict__ h, const int32_t* __restrict__ rows_in_use,
                                      uint4* __restrict__ out, int runs) {
-  const int p = static_cast<int>(blockIdx.x);
-  if (p >= *rows_in_use) return;
-  for (int i = threadIdx.x; i < runs; i += blockDim.x) {
-    const uint4 g4 = h[(static_cast<int64_t>(p) * runs + i) * 2];
-    const uint4 u4 = h[(static_cast<int64_t>(p) * runs + i) * 2 + 1];
+  const int64_t in_use = static_cast<int64_t>(*rows_in_use) * runs;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < in_use;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 g4 = h[2 * v];
+    const uint4 u4 = h[2 * v + 1];
     const auto& g = reinterpret_cast<const Vec8<T>&>(g4);
     const auto& u = reinterpret_cast<const Vec8<T>&>(u4);
     Vec8<T> o;
@@ -60,7 +65,7 @@ __global__ void silu_mul_runs_kernel(const uint4* __restrict__ h, const int32_t*
       const float gate = to_float(g.v[c]);
       o.v[c] = from_float<T>(gate / (1.f + __expf(-gate)) * to_float(u.v[c]));
     }
-    out[static_cast<int64_t>(p) * runs + i] = reinterpret_cast<const uint4&>(o);
+    out[v] = reinterpret_cast<const uint4&>(o);
   }
 }
 
@@ -93,6 +98,12 @@ void check_row(int elements, const char* what) {
           [&] { return rule(std::string(what) + " must be a positive multiple of 8 elements (16-byte vectors)"); });
 }
 
+// Blocks for a flat pass over `vectors` 16-byte vectors: one vector per thread, at most 65535 blocks (the
+// grid-stride loop takes the rest).
+unsigned flat_blocks(int64_t vectors) {
+  return static_cast<unsigned>(std::min<int64_t>((vectors + kThreads - 1) / kThreads, 65535));
+}
+
 void check_aligned(const void* a, const void* b) {
   require(a && b && aligned(a, 16) && aligned(b, 16),
           [] { return rule("source and destination must be non-null and 16-byte aligned"); });
@@ -105,8 +116,8 @@ void gather_rows(const void* src, int src_rows, const int32_t* src_row, const in
   check_row(K, "K");
   check_aligned(src, dst);
   require(src_row && rows_in_use && max_rows >= 1, [] { return rule("gather needs its row indices and count"); });
-  gather_rows_kernel<<<max_rows, kThreads, 0, stream>>>(static_cast<const uint4*>(src), src_rows, src_row,
-                                                        rows_in_use, static_cast<uint4*>(dst), K / kVec);
+  gather_rows_kernel<<<flat_blocks(static_cast<int64_t>(max_rows) * (K / kVec)), kThreads, 0, stream>>>(
+      static_cast<const uint4*>(src), src_rows, src_row, rows_in_use, static_cast<uint4*>(dst), K / kVec);
   check_launch("moe gather_rows_kernel");
 }
 
@@ -117,10 +128,11 @@ void silu_mul_runs(ActType act, const void* h, const int32_t* rows_in_use, void*
   require(rows_in_use && max_rows >= 1, [] { return rule("SiLU-and-multiply needs the rows in use"); });
   const auto* hv = static_cast<const uint4*>(h);
   auto* ov = static_cast<uint4*>(out);
+  const unsigned blocks = flat_blocks(static_cast<int64_t>(max_rows) * (inter / kVec));
   if (act == ActType::kFloat16)
-    silu_mul_runs_kernel<__half><<<max_rows, kThreads, 0, stream>>>(hv, rows_in_use, ov, inter / kVec);
+    silu_mul_runs_kernel<__half><<<blocks, kThreads, 0, stream>>>(hv, rows_in_use, ov, inter / kVec);
   else
-    silu_mul_runs_kernel<__nv_bfloat16><<<max_rows, kThreads, 0, stream>>>(hv, rows_in_use, ov, inter / kVec);
+    silu_mul_runs_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(hv, rows_in_use, ov, inter / kVec);
   check_launch("moe silu_mul_runs_kernel");
 }
 
