@@ -17,6 +17,34 @@
 
 namespace mixgemm::bindings {
 
+// The fields every grouped GEMM call fills alike (the experts, x, the output and the K split); the routed and
+// the direct modes add their routing.
+inline moe::GroupedArgs grouped_operands(std::uintptr_t x, std::uintptr_t packed, std::uintptr_t scales,
+                                         std::uintptr_t offsets, std::uintptr_t out, std::uintptr_t slot_weights,
+                                         int x_rows, int N, int K, int group_size, int num_slots,
+                                         int64_t b_expert_stride, int64_t quant_expert_stride, int split_k,
+                                         std::uintptr_t workspace, std::uintptr_t semaphores) {
+  moe::GroupedArgs a;
+  a.A = address_of<const void>(x);
+  a.B = address_of<const int32_t>(packed);
+  a.scales = address_of<const void>(scales);
+  a.offsets = address_of<const void>(offsets);
+  a.D = address_of<void>(out);
+  a.slot_weights = address_of<const float>(slot_weights);
+  a.a_rows_count = x_rows, a.N = N, a.K = K, a.group_size = group_size, a.num_slots = num_slots;
+  a.b_expert_stride = b_expert_stride, a.quant_expert_stride = quant_expert_stride;
+  a.split_k = split_k;
+  a.workspace = address_of<float>(workspace);
+  a.semaphores = address_of<int32_t>(semaphores);
+  return a;
+}
+
+inline void run_grouped(const std::string& config, const KeyTuple& key, bool gated, const moe::GroupedArgs& a,
+                        std::uintptr_t stream) {
+  moe::grouped_gemm(config, key_of(key), gated ? moe::Epilogue::kGated : moe::Epilogue::kPlain, a,
+                    reinterpret_cast<cudaStream_t>(stream));
+}
+
 inline void bind_moe(pybind11::module_& m) {
   namespace py = pybind11;
   m.doc() = "mixture-of-experts: routing preparation and the grouped GEMM (use mixgemm.moe)";
@@ -49,24 +77,12 @@ inline void bind_moe(pybind11::module_& m) {
          std::uintptr_t slot_weights, int x_rows, int N, int K, int group_size, int num_slots, int64_t b_expert_stride,
          int64_t quant_expert_stride, int split_k, std::uintptr_t workspace, std::uintptr_t semaphores,
          std::uintptr_t stream) {
-        moe::GroupedArgs a;
-        a.A = address_of<const void>(x);
-        a.B = address_of<const int32_t>(packed);
-        a.scales = address_of<const void>(scales);
-        a.offsets = address_of<const void>(offsets);
-        a.D = address_of<void>(out);
-        a.slot_weights = address_of<const float>(slot_weights);
-        a.topk_ids = address_of<const void>(topk_ids);
-        a.ids_int64 = ids_int64, a.top_k = top_k, a.num_experts = num_experts;
-        a.rows_by_token = rows_by_token, a.fold_top_k = fold_top_k;
-        a.a_rows_count = x_rows, a.N = N, a.K = K, a.group_size = group_size;
-        a.num_slots = num_slots, a.max_blocks = num_slots;
-        a.b_expert_stride = b_expert_stride, a.quant_expert_stride = quant_expert_stride;
-        a.split_k = split_k;
-        a.workspace = address_of<float>(workspace);
-        a.semaphores = address_of<int32_t>(semaphores);
-        moe::grouped_gemm(config, key_of(key), gated ? moe::Epilogue::kGated : moe::Epilogue::kPlain, a,
-                          reinterpret_cast<cudaStream_t>(stream));
+        moe::GroupedArgs a = grouped_operands(x, packed, scales, offsets, out, slot_weights, x_rows, N, K, group_size,
+                                              num_slots, b_expert_stride, quant_expert_stride, split_k, workspace,
+                                              semaphores);
+        a.max_blocks = num_slots;
+        a.direct = {address_of<const void>(topk_ids), ids_int64, rows_by_token, fold_top_k, top_k, num_experts};
+        run_grouped(config, key, gated, a, stream);
       },
       py::arg("config"), py::arg("key"), py::arg("gated"), py::arg("fold_top_k"), py::arg("x"), py::arg("packed"),
       py::arg("scales"), py::arg("offsets"), py::arg("out"), py::arg("topk_ids"), py::arg("ids_int64"),
@@ -148,25 +164,15 @@ inline void bind_moe(pybind11::module_& m) {
          int a_rows_count, int N, int K, int group_size, int num_slots, int max_blocks, int64_t b_expert_stride,
          int64_t quant_expert_stride, int split_k, std::uintptr_t workspace, std::uintptr_t semaphores,
          std::uintptr_t stream) {
-        moe::GroupedArgs a;
-        a.A = address_of<const void>(x);
-        a.B = address_of<const int32_t>(packed);
-        a.scales = address_of<const void>(scales);
-        a.offsets = address_of<const void>(offsets);
-        a.D = address_of<void>(out);
+        moe::GroupedArgs a = grouped_operands(x, packed, scales, offsets, out, slot_weights, a_rows_count, N, K,
+                                              group_size, num_slots, b_expert_stride, quant_expert_stride, split_k,
+                                              workspace, semaphores);
         a.a_rows = address_of<const int32_t>(a_rows);
         a.slot_of = address_of<const int32_t>(slot_of);
         a.block_expert = address_of<const int32_t>(block_expert);
         a.num_padded = address_of<const int32_t>(num_padded);
-        a.slot_weights = address_of<const float>(slot_weights);
-        a.a_rows_count = a_rows_count, a.N = N, a.K = K, a.group_size = group_size;
-        a.num_slots = num_slots, a.max_blocks = max_blocks;
-        a.b_expert_stride = b_expert_stride, a.quant_expert_stride = quant_expert_stride;
-        a.split_k = split_k;
-        a.workspace = address_of<float>(workspace);
-        a.semaphores = address_of<int32_t>(semaphores);
-        moe::grouped_gemm(config, key_of(key), gated ? moe::Epilogue::kGated : moe::Epilogue::kPlain, a,
-                          reinterpret_cast<cudaStream_t>(stream));
+        a.max_blocks = max_blocks;
+        run_grouped(config, key, gated, a, stream);
       },
       py::arg("config"), py::arg("key"), py::arg("gated"), py::arg("x"), py::arg("packed"), py::arg("scales"),
       py::arg("offsets"), py::arg("out"), py::arg("a_rows"), py::arg("slot_of"), py::arg("block_expert"),

@@ -47,6 +47,7 @@
 #include "mixgemm/common/split_k_arrival.cuh"
 
 #include "mixgemm/common/mma_m16n8k16.cuh"
+#include "mixgemm/decode/direct_slots.h"
 #include "mixgemm/layout/layouts.cuh"
 
 namespace mixgemm::decode {
@@ -79,13 +80,10 @@ struct GemvParams {
   // rows) and writes output row slot_of[p] (padding: >= num_slots) times slot_weights[slot] if given;
   // split-K partials are indexed by position, [split_k, positions, N], semaphores by (block, strip).
   //
-  // Direct (topk_ids non-null; a layer's one-token decode, python/mixgemm/moe/functional.py): no routing
-  // pass. Grid z = slots, block z is slot z alone (its row 0; rows 1.. are padding): expert topk_ids[z], x row
-  // z / top_k (rows_by_token) or z. fold_top_k (plain epilogue): the top_k slots of token t = z / top_k are
-  // summed into output row t, each times its slot weight, in slot order: every slot block stores its fp32
-  // partial ([split_k, slots, N]) and arrives at the (token, strip) semaphore; the last of the token's
-  // top_k x split_k arrivals sums them. An id outside [0, num_experts) adds nothing (its block reads no
-  // weight but still arrives, so the token's sum completes).
+  // Direct (direct.topk_ids non-null, decode/direct_slots.h): no routing; block z is slot z, its row 0 (rows
+  // 1.. are padding). With fold_top_k every slot block stores its fp32 partial ([split_k, slots, N]) and
+  // arrives at the (token, strip) semaphore; the last of the token's top_k x split_k arrivals sums them in
+  // slot order. A block whose id is out of range reads no weight but still arrives, so the sum completes.
   struct Grouped {
     const int32_t* a_rows = nullptr;
     const int32_t* slot_of = nullptr;
@@ -95,12 +93,7 @@ struct GemvParams {
     int num_slots = 0;
     int positions = 0;
     int64_t b_expert_stride = 0, quant_expert_stride = 0;
-    const void* topk_ids = nullptr;
-    bool ids_int64 = false;
-    bool rows_by_token = false;
-    bool fold_top_k = false;
-    int top_k = 1;
-    int num_experts = 0;
+    DirectSlots direct;
   } grouped;
 };
 
@@ -334,7 +327,8 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   // Grouped: this block's expert moves the weight pointers, and each lane's x rows come through the routing
   // (direct: block z is slot z, its row 0).
   const auto& gp = p.grouped;
-  const bool direct = kGrouped && gp.topk_ids != nullptr;
+  const DirectSlots& ds = gp.direct;
+  const bool direct = kGrouped && ds.topk_ids != nullptr;
   const int z = static_cast<int>(blockIdx.z);
   const int position0 = kGrouped ? z * G::kRows : 0;
   // The output slot of the block's row m: the routing's, or (direct) z for row 0 and padding for the rest.
@@ -346,8 +340,8 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     if (!direct && position0 >= *gp.num_padded) return;  // past the positions in use: the whole block leaves
     int64_t expert;
     if (direct) {
-      expert = gp.ids_int64 ? static_cast<const int64_t*>(gp.topk_ids)[z] : static_cast<const int32_t*>(gp.topk_ids)[z];
-      has_expert = expert >= 0 && expert < gp.num_experts;
+      expert = ds.ids_int64 ? static_cast<const int64_t*>(ds.topk_ids)[z] : static_cast<const int32_t*>(ds.topk_ids)[z];
+      has_expert = expert >= 0 && expert < ds.num_experts;
       if (!has_expert) expert = 0;
     } else {
       expert = gp.block_expert[z];
@@ -359,20 +353,19 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     for (int mt = 0; mt < kMTiles; ++mt) {
       const int m = mt * kMmaRows + lane / 4;
       if (slot_at(m) >= gp.num_slots) continue;
-      const int a_row = direct ? (gp.rows_by_token ? z / gp.top_k : z) : gp.a_rows[position0 + m];
+      const int a_row = direct ? (ds.rows_by_token ? z / ds.top_k : z) : gp.a_rows[position0 + m];
       x_rows[mt] = static_cast<const T*>(p.A) + static_cast<int64_t>(min(a_row, p.M - 1)) * p.K;
     }
   }
   float acc[kMTiles][G::kSubBlocks][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int j = 0; j < G::kSubBlocks; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
   // The main loop over the weights of `q` (grouped: the block's expert's).
   auto main_loop = [&](const GemvParams& q) {
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int j = 0; j < G::kSubBlocks; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
-
     // Register pipeline, two batches deep (kDepth): the warp's next batch is loaded while its current one
     // is computed. The two buffers are named, not an indexed array: indexed, the buffers went to local
     // memory in some instances (the sm80 layout's at a 128-k fold). `even` holds the warp's steps 0, 2, 4,
@@ -394,16 +387,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     }
   };
   if constexpr (kGrouped) {
-    if (has_expert) {
-      main_loop(moved);
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int j = 0; j < G::kSubBlocks; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) acc[mt][j][r] = 0.f;
-    }
+    if (has_expert) main_loop(moved);  // else the block adds zeros
   } else {
     main_loop(p);
   }
@@ -468,7 +452,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     }
   };
 
-  const bool fold = direct && gp.fold_top_k;
+  const bool fold = direct && ds.fold_top_k;
   if (p.split_k == 1 && !fold) {
     store_all(block_sum);
     return;
@@ -485,10 +469,10 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     __stcg(partial + m * N + n0 + col, block_sum(m, col));
   }
   __syncthreads();
-  const int token = fold ? z / gp.top_k : 0;
+  const int token = fold ? z / ds.top_k : 0;
   const int64_t semaphore_row = fold ? token : kGrouped ? z : 0;
   int32_t* semaphore = p.semaphores + semaphore_row * gridDim.x + strip;
-  const int arrivals = fold ? p.split_k * gp.top_k : p.split_k;
+  const int arrivals = fold ? p.split_k * ds.top_k : p.split_k;
   if (threadIdx.x == 0) {
     const int arrived = arrive_and_count(semaphore);
     is_last = arrived == arrivals - 1;
@@ -500,8 +484,8 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     // The token's sum: slot by slot in order, each slot's splits in order, times the slot's weight.
     for (int col = threadIdx.x; col < kStripN; col += G::kThreads) {
       float total = 0.f;
-      for (int j = 0; j < gp.top_k; ++j) {
-        const int slot = token * gp.top_k + j;
+      for (int j = 0; j < ds.top_k; ++j) {
+        const int slot = token * ds.top_k + j;
         float sum = 0.f;
         for (int sk = 0; sk < p.split_k; ++sk)
           sum += __ldcg(p.workspace + (static_cast<int64_t>(sk) * split_rows + slot) * N + n0 + col);

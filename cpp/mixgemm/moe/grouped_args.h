@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "mixgemm/decode/direct_slots.h"
+
 namespace mixgemm::moe {
 
 struct GroupedArgs {
@@ -24,15 +26,9 @@ struct GroupedArgs {
   float* workspace = nullptr;           // split_k > 1: fp32 [split_k, max_blocks x N tiles, tile_m x tile_n]
   int32_t* semaphores = nullptr;        // split_k > 1: one per (block, N tile), zero on entry and exit
   int64_t b_expert_stride = 0, quant_expert_stride = 0;
-  // The decode form's direct mode (decode/gemv_kernel.cuh, GemvParams::Grouped): no routing; one block per slot
-  // of topk_ids [num_slots] (int32, or int64 with ids_int64), x row slot / top_k (rows_by_token) or slot;
-  // fold_top_k sums each token's top_k rows (x slot weights) into D [num_slots / top_k, N]. Null: routed.
-  const void* topk_ids = nullptr;
-  bool ids_int64 = false;
-  bool rows_by_token = false;
-  bool fold_top_k = false;
-  int top_k = 1;
-  int num_experts = 0;
+  // The decode form's direct mode (decode/direct_slots.h): no routing buffers, one block per slot of
+  // direct.topk_ids; with fold_top_k, D is [num_slots / top_k, N]. Default: the routed modes.
+  decode::DirectSlots direct;
 };
 
 }  // namespace mixgemm::moe

@@ -25,13 +25,12 @@ void launch_grouped_gemv(const GroupedArgs& args, cudaStream_t stream) {
   decode::GemvParams params{args.A, args.B, args.scales, args.offsets, nullptr, args.D, args.workspace,
                             args.semaphores, args.a_rows_count, args.N, args.K, args.group_size, args.split_k,
                             batches_per_split, cutlass::FastDivmod(args.group_size / decode::kHalfK)};
-  params.grouped = {args.a_rows,           args.slot_of,         args.block_expert,
-                    args.num_padded,       args.slot_weights,    args.num_slots,
+  params.grouped = {args.a_rows,       args.slot_of,    args.block_expert,
+                    args.num_padded,   args.slot_weights, args.num_slots,
                     args.max_blocks * kGemvBlockM, args.b_expert_stride, args.quant_expert_stride,
-                    args.topk_ids,         args.ids_int64,       args.rows_by_token,
-                    args.fold_top_k,       args.top_k,           args.num_experts};
+                    args.direct};
   // Direct: one block per slot, no routing blocks.
-  const int blocks = args.topk_ids != nullptr ? args.num_slots : args.max_blocks;
+  const int blocks = args.direct.topk_ids != nullptr ? args.num_slots : args.max_blocks;
   const dim3 grid(args.N / decode::kStripN, args.split_k, blocks);
   launch_dependent(decode::gemv_kernel<T, Bits, 1, kWarps, kFoldK, Layout, kMoe>, grid,
                    dim3(32 * kWarps), stream, "grouped gemv_kernel", params);

@@ -45,7 +45,7 @@ void check_args(int tile_n, WeightLayout layout, Epilogue epilogue, const Groupe
   require(static_cast<int64_t>(a.a_rows_count) * a.K < (int64_t{1} << 31),
           [] { return rule("x's rows x K must be below 2^31 elements"); });
   require(ceil_div(a.N, tile_n) <= 65535, [] { return rule("N / tile_n must be <= 65535 (grid y limit)"); });
-  const bool direct = a.topk_ids != nullptr;
+  const bool direct = a.direct.topk_ids != nullptr;
   require(a.A && a.B && a.scales && a.offsets && a.D &&
               (direct || (a.a_rows && a.slot_of && a.block_expert && a.num_padded)),
           [] { return rule("x, weights, scales, offsets, output and routing buffers must be non-null"); });
@@ -76,13 +76,14 @@ void grouped_gemm(const std::string& config_name, const KernelKey& key, Epilogue
   const auto not_compiled = [&] { return rule("config " + config_name + " is not compiled into this build for " +
                                               key.name()); };
   GroupedLaunchFn launch = nullptr;
-  const bool direct = args.topk_ids != nullptr;
+  const decode::DirectSlots& ds = args.direct;
+  const bool direct = ds.topk_ids != nullptr;
   if (direct) {  // the decode form's direct mode: one block per slot, no routing
-    require(args.top_k >= 1 && args.num_slots % args.top_k == 0 && args.num_slots <= 65535 && args.num_experts >= 1,
+    require(ds.top_k >= 1 && args.num_slots % ds.top_k == 0 && args.num_slots <= 65535 && ds.num_experts >= 1,
             [] { return rule("direct mode needs slots = tokens x top_k <= 65535 and the expert count"); });
-    require(!args.fold_top_k || epilogue == Epilogue::kPlain,
+    require(!ds.fold_top_k || epilogue == Epilogue::kPlain,
             [] { return rule("direct mode folds the top-k sum only into a plain (not gated) projection"); });
-    require(!args.fold_top_k || (args.workspace != nullptr && aligned(args.workspace, 16) && args.semaphores),
+    require(!ds.fold_top_k || (args.workspace != nullptr && aligned(args.workspace, 16) && args.semaphores),
             [] { return rule("the top-k fold needs an fp32 workspace and zeroed semaphores"); });
   }
   for (const auto& c : kGemvRegistry.configs(key)) {
