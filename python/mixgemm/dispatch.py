@@ -7,8 +7,8 @@ The order, per problem (docs/perf-notes/ has the measurements):
   * from :data:`DEQUANT_MIN_M` rows on a layout, the dequant path (cuBLAS outruns the mixed-input GEMMs there by
     more than the expansion costs);
   * else the layout's GEMM: on the sm80 layout the sm80 path; on the sm90 layout the sm80 path's small tiles up to
-    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows (the sm90 GEMM's fixed cost per launch outweighs its faster main loop
-    there), then the sm90 path;
+    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, and up to :data:`SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M` on small
+    weights (the sm90 GEMM's fixed cost per launch outweighs its faster main loop there), then the sm90 path;
   * every path that cannot run the problem (its shape rules, its rows) is passed over, and the dequant path, which
     runs the widest shapes, comes last.
 """
@@ -35,15 +35,29 @@ DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 
 # On the sm90 layout the sm80 path's mma.sync tiles (compiled for it for small M) take up to this many rows: at
 # M = 16 they won on all six DESIGN shapes by 2-23% over the sm90 GEMM's best split config; from M = 32 the sm90
-# GEMM wins now that its stream-K needs no per-launch memset
-# (docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md).
+# GEMM won on the DESIGN shapes now that its stream-K needs no per-launch memset
+# (docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md) ...
 SM80_ON_SM90_LAYOUT_MAX_M = 16
+# ... but not on small weights: up to this many rows and weight elements (K x N) the sm80 tiles (32 x 128,
+# stream-K over one block per SM) took 0.65x-0.88x the sm90 GEMM's time at M = 32 on 4096x4096, 2048x8192,
+# 1024x8192 and 8192x1280, where the sm90 kernel's fixed costs (prologue, fill, fixup; 4-6 us) weigh most
+# (H100 sweep, docs/perf-notes/2026-11-26-small-weights-m32.md). At M = 64 the two were mixed (0.71x-1.06x).
+SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
+SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 16 << 20
+
+
+def sm80_first_on_sm90_layout(problem: GemmProblem) -> bool:
+    """Whether an sm90-layout weight's problem tries the sm80 path's tiles before the sm90 GEMM (see above)."""
+    if problem.M <= SM80_ON_SM90_LAYOUT_MAX_M:
+        return True
+    return (problem.M <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M
+            and problem.K * problem.N <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT)
 
 
 def path_order(problem: GemmProblem, layout: str) -> tuple[str, ...]:
     """The paths the heuristic tries for ``problem`` on ``layout``, best first (see the module docstring)."""
     if layout == "sm90":
-        gemm = ("sm80", "sm90") if problem.M <= SM80_ON_SM90_LAYOUT_MAX_M else ("sm90", "sm80")
+        gemm = ("sm80", "sm90") if sm80_first_on_sm90_layout(problem) else ("sm90", "sm80")
     else:
         gemm = ("sm80",)
     if problem.M <= DECODE_MAX_M:

@@ -78,7 +78,8 @@ def test_auto_runs_every_m_on_the_own_layout(dtype):
         paths.add(config.path)
         if M <= dispatch.DECODE_MAX_M:  # a few rows: the batched GEMV
             assert config.path == "decode", (M, config.name)
-        elif M <= dispatch.SM80_ON_SM90_LAYOUT_MAX_M:  # both layouts: the sm80 path's 16-row tiles
+        elif packed.layout == "sm80" or dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, K, G)):
+            # the sm80 layout's own path; on the sm90 layout its small tiles (up to 16 rows, 32 on small weights)
             assert config.path == "sm80", (M, config.name)
         elif M >= dispatch.DEQUANT_MIN_M[packed.layout]:  # cuBLAS on the expanded weight
             assert config.path == "dequant", (M, config.name)

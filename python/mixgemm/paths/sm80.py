@@ -106,7 +106,9 @@ _STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): 
              (128, 128): (1, 16), (128, 256): (1, 16)}
 # On the sm90 layout 16 x 128 blocks read their B fragments by ldmatrix from a layout made for 16-column wgmma
 # blocks; 4 per SM fell 1-11% behind 2 per SM in the sweep above (e.g. 8192x2560, M = 16: 11.4 against 10.6 us).
-_STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8)}
+# 32 x 128 (small weights at M = 17..32, dispatch.py) over one block per SM: within 1% of the best config swept on
+# 4096x4096 and 2048x8192, 1.07x on 1024x8192 (where the split-K grid took 1.11x and more).
+_STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8), (32, 128): (1, 8)}
 _STREAM_K_MAX_M = 256
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
