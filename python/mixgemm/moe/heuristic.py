@@ -26,8 +26,8 @@ _WIDE_MIN_LOAD = 512
 # The sm90 form's config names: sm90_<tile_m>x<tile_n>x64_grouped. Its routing is unpadded (blocks of 1 row).
 _SM90_FORM = "sm90_"
 # Slots per expert from which the sm90 form runs. On the H100 (docs/perf-notes/2026-11-26-moe-sm90-form.md,
-# Mixtral, Qwen3-30B-A3B, DeepSeek-V2-Lite) it took 0.64x-0.85x of the sm80 tiles' time from 64 slots per
-# expert on, 0.76x-1.02x at 32 (its 64-token tile), and lost at 16 (1.2x-1.4x): there every expert reads its
+# Mixtral, Qwen3-30B-A3B, DeepSeek-V2-Lite) it took 0.62x-0.91x of the sm80 tiles' time from 64 slots per
+# expert on, 0.76x-1.02x at 32 (its 64-token tile), and lost at 16 (1.16x-1.40x): there every expert reads its
 # weights in a few microseconds, and the form's fixed costs (one more launch and the gather / SiLU / sum
 # passes, descriptor updates per expert) stay.
 SM90_MIN_LOAD = 32
