@@ -7,13 +7,12 @@ layers into GPTQ terms. Only :func:`mixgemm.prepack` (called by :mod:`.model`) n
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
-from typing import Optional
 
 import torch
 
 from .. import formats
+from ..prepack_args import PrepackArgs
 from . import compressed_tensors
 from ._args import activation_dtype
 from .config import QuantScheme
@@ -36,33 +35,6 @@ def _check_present(name: str, scheme: QuantScheme, tensors: dict) -> None:
     if missing:
         raise ValueError(f"{name}: the checkpoint has no {', '.join(f'{name}.{m}' for m in missing)} "
                          f"(a {scheme.method} layer needs qweight, qzeros and scales)")
-
-
-@dataclasses.dataclass
-class PrepackArgs:
-    """What :func:`mixgemm.prepack` takes for one layer: ``format`` ``"awq"``, ``"gptq"`` (v1 zeros) or
-    ``"gptq_v2"``; ``qzeros`` None for symmetric weights; ``scales`` already in the activation dtype."""
-
-    qweight: torch.Tensor
-    scales: torch.Tensor
-    qzeros: Optional[torch.Tensor]
-    g_idx: Optional[torch.Tensor]
-    bias: Optional[torch.Tensor]
-    format: str
-    bits: int
-
-    def to(self, device) -> "PrepackArgs":
-        move = (lambda t: None if t is None else t.to(device))
-        return dataclasses.replace(self, qweight=move(self.qweight), scales=move(self.scales),
-                                   qzeros=move(self.qzeros), g_idx=move(self.g_idx), bias=move(self.bias))
-
-    @property
-    def k(self) -> int:
-        return self.qweight.shape[0] * (1 if self.format == "awq" else 32 // self.bits)
-
-    @property
-    def n(self) -> int:
-        return self.scales.shape[1]
 
 
 def has_quantized_tensors(files: CheckpointFiles, name: str, method: str) -> bool:

@@ -15,7 +15,7 @@ from ..tensor_parallel.sources import Transposed
 from . import compressed_tensors
 from ._args import activation_dtype
 from .config import QuantScheme
-from .convert import _check_finite, _check_present, _check_symmetric_zeros, _convert_scales, PrepackArgs
+from .convert import _check_finite, _check_present, _check_symmetric_zeros, _convert_scales
 from .files import CheckpointFiles
 
 
@@ -41,8 +41,7 @@ def read_layer_shard(files: CheckpointFiles, name: str, scheme: QuantScheme, dty
         raise ValueError(f"{name}: scales must be a float tensor, got {sharded.scales.dtype}")
     _check_finite(scale_key, files.path_of(scale_key), sharded.scales)
     if scheme.method == "gptq" and scheme.symmetric and sharded.qzeros is not None and sharded.format == fmt:
-        _check_symmetric_zeros(name, PrepackArgs(sharded.qweight, sharded.scales, sharded.qzeros, None, None,
-                                                 sharded.format, sharded.bits))
+        _check_symmetric_zeros(name, sharded)
     sharded.scales = _convert_scales(scale_key, sharded.scales, dtype)
     if sharded.bias is not None:
         sharded.bias = sharded.bias.to(dtype)

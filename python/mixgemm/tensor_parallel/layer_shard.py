@@ -15,6 +15,7 @@ from typing import Optional
 
 import torch
 
+from ..prepack_args import PrepackArgs
 from . import act_order as act_order_rows
 from . import padding, slicing
 from .geometry import ShardGeometry, ShardShapeError, kernel_rule, padded, split_shard
@@ -36,24 +37,16 @@ class LayerShard:
 
 
 @dataclasses.dataclass
-class ShardedCheckpoint:
+class ShardedCheckpoint(PrepackArgs):
     """A shard in checkpoint form: prepack's arguments (``format`` may differ from the source's: a regrouped
-    act-order shard is written as ``gptq_v2``) and its geometry."""
+    act-order shard is written as ``gptq_v2``; ``k`` and ``n`` are the shard's, padded) and its geometry."""
 
-    qweight: torch.Tensor
-    scales: torch.Tensor
-    qzeros: Optional[torch.Tensor]
-    g_idx: Optional[torch.Tensor]
-    bias: Optional[torch.Tensor]
-    format: str
-    bits: int
     geometry: ShardGeometry
     input_index: Optional[torch.Tensor] = None
 
     def to(self, device) -> "ShardedCheckpoint":
-        move = (lambda t: None if t is None else t.to(device))
-        return dataclasses.replace(self, qweight=move(self.qweight), scales=move(self.scales), qzeros=move(self.qzeros),
-                                   g_idx=move(self.g_idx), bias=move(self.bias), input_index=move(self.input_index))
+        moved = super().to(device)
+        return dataclasses.replace(moved, input_index=None if self.input_index is None else self.input_index.to(device))
 
     def layer_shard(self) -> LayerShard:
         g = self.geometry
