@@ -23,9 +23,9 @@ import torch
 
 from ..kernel_key import KernelKey
 from ..packing import FORMATS, auto_layout, prepack
+from .heuristic import SM90_TILE_N
 
 LAYOUTS = ("auto", "sm80", "sm90")
-SM90_FORM_TILE_N = 128  # the sm90 form's weight tile: N must be a multiple of it
 
 # Columns per run of the gated interleave: one n8 mma tile (sm80/kernel/grouped.cuh pairs tiles 2i, 2i + 1).
 GATED_RUN = 8
@@ -186,7 +186,7 @@ def _auto_layout(qweight: torch.Tensor, scales: torch.Tensor, format: str, bits:
     and this build has the grouped GEMM's sm90 form for the key, with N in its 128-column tiles; else "sm80"."""
     from .. import _C
 
-    if auto_layout(qweight, scales, format, bits) != "sm90" or scales.shape[1] % SM90_FORM_TILE_N:
+    if auto_layout(qweight, scales, format, bits) != "sm90" or scales.shape[1] % SM90_TILE_N:
         return "sm80"
     key = KernelKey.of(scales.dtype, bits, "sm90", "scale_offset")
     return "sm90" if _C.moe.sm90_compiled_configs(key.as_tuple()) else "sm80"

@@ -36,7 +36,7 @@ SM90_MIN_LOAD = 32
 # empty (below 64 per expert); 256 pays from 1024 per expert (0.88x-0.91x of 128's time on Mixtral and Qwen3;
 # 1.03x-1.13x at 256).
 SM90_TILE_BY_LOAD = ((64, 64), (1024, 128))
-_SM90_TILE_N, _SM90_TILE_K = 128, 64
+SM90_TILE_N, _SM90_TILE_K = 128, 64  # the form's weight tile (N must fill whole ones) and k-tile
 
 
 def is_sm90_form(name: str) -> bool:
@@ -89,7 +89,7 @@ def sm90_configs(key: KernelKey) -> tuple[tuple[int, str], ...]:
 def sm90_form_fits(n: int, k: int, group_size: int) -> bool:
     """The sm90 form's shape rule (the dense sm90 path's, cpp/generator/shape_rules.py): N in 128-column tiles,
     K in 64-deep k-tiles, groups of whole k-tiles or per-channel."""
-    return n % _SM90_TILE_N == 0 and k % _SM90_TILE_K == 0 and (group_size % _SM90_TILE_K == 0 or group_size == k)
+    return n % SM90_TILE_N == 0 and k % _SM90_TILE_K == 0 and (group_size % _SM90_TILE_K == 0 or group_size == k)
 
 
 def sm90_config_for(num_slots: int, num_experts: int, experts) -> str | None:
@@ -142,11 +142,15 @@ _MIN_K_TILES_PER_SPLIT = 8  # below this a split's pipeline fill (3 stages) outw
 DECODE_STRIP_N = 64  # columns per block of the decode form (its GEMV's strip)
 
 
-def split_for_direct(num_slots: int, n: int, k: int, sm_count: int) -> int:
-    """K splits of the decode form's direct mode (one block per slot and strip): as split_for, for its blocks."""
-    blocks = num_slots * -(-n // DECODE_STRIP_N)
+def _split_to_fill(blocks: int, k: int, sm_count: int) -> int:
+    """K splits that give every SM _DECODE_BLOCKS_PER_SM of ``blocks`` blocks, each split keeping its k-tiles."""
     want = -(-_DECODE_BLOCKS_PER_SM * sm_count // blocks)
     return max(1, min(want, k // 64 // _MIN_K_TILES_PER_SPLIT))
+
+
+def split_for_direct(num_slots: int, n: int, k: int, sm_count: int) -> int:
+    """K splits of the decode form's direct mode (one block per slot and strip): as split_for, for its blocks."""
+    return _split_to_fill(num_slots * -(-n // DECODE_STRIP_N), k, sm_count)
 
 
 def split_for(block_m: int, config: str, num_slots: int, num_experts: int, n: int, k: int, sm_count: int) -> int:
@@ -154,6 +158,4 @@ def split_for(block_m: int, config: str, num_slots: int, num_experts: int, n: in
     if block_m > 16:
         return 1
     tile_n = tile_of(config)[1]
-    blocks = (min(num_slots, num_experts) + num_slots // block_m) * -(-n // tile_n)
-    want = -(-_DECODE_BLOCKS_PER_SM * sm_count // blocks)
-    return max(1, min(want, k // 64 // _MIN_K_TILES_PER_SPLIT))
+    return _split_to_fill((min(num_slots, num_experts) + num_slots // block_m) * -(-n // tile_n), k, sm_count)
