@@ -41,9 +41,7 @@ struct GroupArrays {
   typename Types::StrideScale* stride_s;
   typename Types::StrideD* stride_d;
 
-  // Bytes of the arrays for E experts; `carve` lays them out from `base` (null: only the size is wanted).
-  static int64_t bytes(int E) { return carve(nullptr, E).second; }
-
+  // The arrays for E experts laid out from `base` (null: only their size, the second member, is wanted).
   static std::pair<GroupArrays, int64_t> carve(void* base, int E) {
     GroupArrays a{};
     int64_t at = 0;
@@ -115,12 +113,18 @@ typename Types::Gemm::Arguments make_arguments(const GroupedArgs& a, const Group
                                          hw_info};
 }
 
+// A call's workspace: the per-expert arrays, then CUTLASS's own (one set of TMA descriptors per SM).
+template <class Types>
+int64_t total_bytes(int64_t arrays_bytes, const typename Types::Gemm::Arguments& arguments) {
+  return arrays_bytes + align_up(static_cast<int64_t>(Types::Gemm::get_workspace_size(arguments)));
+}
+
 template <class Types>
 int64_t workspace_bytes(int num_experts, int sm_count) {
-  GroupedArgs probe;
+  GroupedArgs probe;  // the sizing reads only the expert and SM counts; a group size keeps the arguments well-formed
   probe.num_experts = num_experts, probe.sm_count = sm_count, probe.group_size = 64;
   const auto [arrays, arrays_bytes] = GroupArrays<Types>::carve(nullptr, num_experts);
-  return arrays_bytes + align_up(static_cast<int64_t>(Types::Gemm::get_workspace_size(make_arguments<Types>(probe, arrays))));
+  return total_bytes<Types>(arrays_bytes, make_arguments<Types>(probe, arrays));
 }
 
 template <class Types>
@@ -128,7 +132,7 @@ void launch(const GroupedArgs& a, cudaStream_t stream) {
   using Gemm = typename Types::Gemm;
   const auto [arrays, arrays_bytes] = GroupArrays<Types>::carve(a.workspace, a.num_experts);
   const auto arguments = make_arguments<Types>(a, arrays);
-  const int64_t need = arrays_bytes + align_up(static_cast<int64_t>(Gemm::get_workspace_size(arguments)));
+  const int64_t need = total_bytes<Types>(arrays_bytes, arguments);
   require(need <= a.workspace_bytes, [&] {
     return "moe grouped gemm (sm90 form): this call needs a workspace of " + std::to_string(need) + " bytes, got " +
            std::to_string(a.workspace_bytes);
