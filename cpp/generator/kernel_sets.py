@@ -144,8 +144,10 @@ DECODE_FOLD_K = (128, 64, 32)
 SM90_TILE_K = 64
 SM90_SCHEDULES = {"coop": "kCooperative", "pingpong": "kPingpong"}
 SM90_SCHEDULERS = {"persistent": "kPersistent", "streamk": "kStreamK"}
-# What the heuristic uses (python/mixgemm/paths/sm90.py), chosen by tools/path_probe.py on an H100:
+# What the heuristic uses (python/mixgemm/paths/sm90.py), chosen by tools/path_probe.py and the sweep on an H100:
 #  - 16/32/64/128 x 128 cooperative stream-K: M <= 128, each the token tile that matches M;
+#  - 32/64/128 x 256 cooperative stream-K: the same on large weights (256 weight columns: CUTLASS tile M 256,
+#    two 64-row wgmmas per consumer warpgroup), where every SM streams enough of their k-tiles;
 #  - 256 x 128 cooperative, persistent and stream-K: M > 128 where its tiles fill the GPU;
 #  - 256 x 64 ping-pong: M > 128 on narrow weights, where 256 x 128 tiles leave SMs idle.
 SM90_FULL = [
@@ -153,17 +155,26 @@ SM90_FULL = [
     (32, 128, 1, 1, "coop", "streamk"),
     (64, 128, 1, 1, "coop", "streamk"),
     (128, 128, 1, 1, "coop", "streamk"),
+    (32, 256, 1, 1, "coop", "streamk"),
+    (64, 256, 1, 1, "coop", "streamk"),
+    (128, 256, 1, 1, "coop", "streamk"),
     (256, 64, 1, 1, "pingpong", "persistent"),
     (256, 128, 1, 1, "coop", "persistent"),
     (256, 128, 1, 1, "coop", "streamk"),
 ]
-# Further candidates the device sweep compares; none won a DESIGN cell by more than the run-to-run spread.
+# Further candidates the device sweep compares; none won a DESIGN cell by more than the run-to-run spread (the
+# clusters of two along the weight columns, which share x's tiles by TMA multicast, came closest: 0.95x-0.99x at
+# M = 128 on 4096x4096 and 11008x4096).
 SM90_CANDIDATES = SM90_FULL + [
     (128, 64, 1, 1, "pingpong", "persistent"),
     (32, 128, 1, 1, "coop", "persistent"),
     (64, 128, 1, 1, "coop", "persistent"),
     (128, 128, 1, 1, "coop", "persistent"),
     (256, 128, 2, 1, "coop", "persistent"),
+    (16, 256, 1, 1, "coop", "streamk"),
+    (128, 256, 1, 1, "coop", "persistent"),
+    (128, 128, 1, 2, "coop", "persistent"),
+    (128, 128, 1, 2, "coop", "streamk"),
 ]
 # CI's 2-core build: one schedule for each dtype x width (every code path of the runner and epilogue), and its
 # stream-K twin for fp16 x int4 only, so CI compiles our stream-K scheduler (sm90/self_resetting_stream_k.cuh).

@@ -275,8 +275,8 @@ def test_sm90_full_set():
     # Every FULL schedule in each built mode, for both activation types and both widths.
     assert full == ks.sm90_kernels(ks.SM90_FULL, ks.SM90_BUILT_MODES)
     assert ks.SM90_BUILT_MODES == ("scale_offset",)  # symmetric weights run the offset kernel with zero offsets
-    assert len(ks.SM90_FULL) == len(set(ks.SM90_FULL)) == 7
-    assert len(full) == len(set(full)) == 7 * 1 * 2 * 2
+    assert len(ks.SM90_FULL) == len(set(ks.SM90_FULL)) == 10
+    assert len(full) == len(set(full)) == 10 * 1 * 2 * 2
     assert {(act, bits) for _, _, act, bits in full} == {(a, b) for a in ks.ACT_TYPES for b in ks.WEIGHT_BITS}
     # FULL holds what the heuristic picks: every schedule of the sm90 path's choices is compiled.
     chosen = {(tm, tn, 1, 1, schedule, scheduler) for _, choices in sm90_path._CHOICES
@@ -301,7 +301,7 @@ def test_sm90_sweep_set():
     fp16_int4 = [(cfg, mode) for cfg, mode, act, bits in sweep if (act, bits) == ("fp16", 4)]
     # Every candidate with zero points...
     assert [cfg for cfg, mode in fp16_int4 if mode == "scale_offset"] == ks.SM90_CANDIDATES
-    assert len(ks.SM90_CANDIDATES) == 12 and (256, 128, 2, 1, "coop", "persistent") in ks.SM90_CANDIDATES
+    assert len(ks.SM90_CANDIDATES) == 19 and (256, 128, 2, 1, "coop", "persistent") in ks.SM90_CANDIDATES
     # ...the scale-only kernel of three cooperative persistent schedules...
     assert [cfg for cfg, mode in fp16_int4 if mode == "scale"] == [
         (64, 128, 1, 1, "coop", "persistent"), (128, 128, 1, 1, "coop", "persistent"),
@@ -310,7 +310,7 @@ def test_sm90_sweep_set():
     others = [k for k in sweep if (k[2], k[3]) != ("fp16", 4)]
     assert sorted(others) == sorted(k for k in ks.sm90_set("minimal") if (k[2], k[3]) != ("fp16", 4))
     assert set(ks.sm90_set("minimal")) <= set(sweep)
-    assert len(sweep) == 12 + 3 + 3
+    assert len(sweep) == 19 + 3 + 3
 
 
 def test_sm90_sources_and_registry(tmp_path):

@@ -26,7 +26,7 @@ SM90_FULL = set_configs("full", "sm90", SM90)
 
 def pick(M, N=4096, K=4096, sms=132, configs=SM90_FULL):
     """The sm90 path's choice: its heuristic's config, split by its rule (what PATH.choose returns)."""
-    config = sm90_path.heuristic(configs, M, N, sms)
+    config = sm90_path.heuristic(configs, M, N, K, sms)
     return None if config is None else sm90_path.split_for(config, M, N, K, sms)
 
 
@@ -293,7 +293,40 @@ def test_takes_weight_needs_a_cuda_device():
     (65, "sm90_128x128x64_c1x1_coop_streamk"), (128, "sm90_128x128x64_c1x1_coop_streamk"),
 ])
 def test_sm90_token_tile_by_m(M, name):
-    assert pick(M, 28672, 8192).name == name
+    # 8192 x 4096: 16 tiles of 256 columns x 128 k-tiles are 15.5 per SM, too few for the wide tile.
+    assert pick(M, 4096, 8192).kernel_name == name
+
+
+@pytest.mark.parametrize("K, N, M, name", [
+    # 112 tiles of 256 columns x 128 k-tiles: 109 per SM, wide from M = 17 to 128 (unsplit: 112 tiles).
+    (8192, 28672, 32, "sm90_32x256x64_c1x1_coop_streamk"),
+    (8192, 28672, 64, "sm90_64x256x64_c1x1_coop_streamk"),
+    (8192, 28672, 128, "sm90_128x256x64_c1x1_coop_streamk"),
+    # 32 wide tiles x 448 k-tiles: 109 per SM; 32 tiles split 4 ways.
+    (28672, 8192, 32, "sm90_32x256x64_c1x1_coop_streamk_k4s"),
+    (28672, 8192, 128, "sm90_128x256x64_c1x1_coop_streamk_k4s"),
+    # 56 x 128 = 54 per SM: wide to M = 64, not at 128 (which wants 96).
+    (8192, 14336, 64, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
+    (8192, 14336, 128, "sm90_128x128x64_c1x1_coop_streamk"),
+    # 43 x 64 = 21 per SM: narrow.
+    (4096, 11008, 32, "sm90_32x128x64_c1x1_coop_streamk"),
+    # M = 16 and M > 128 never take it.
+    (8192, 28672, 16, "sm90_16x128x64_c1x1_coop_streamk"),
+    (8192, 28672, 4096, "sm90_256x128x64_c1x1_coop_persistent"),
+])
+def test_sm90_wide_weight_tile_on_large_weights(K, N, M, name):
+    assert pick(M, N, K).name == name
+    assert PATHS["sm90"].choose(SM90_FULL, GemmProblem(M, N, K, 128), SM90, H100).name == name
+
+
+def test_sm90_wide_weight_tile_reads_the_sm_count():
+    # 8192 x 8192: 32 x 128 = 4096 wide k-tiles, 31 per SM on 132 SMs (narrow), 62 on 66 (wide).
+    assert pick(32, 8192, 8192).tile_n == 128
+    assert pick(32, 8192, 8192, sms=66).tile_n == 256
+    # Without the wide tile compiled, the narrow one; N not a multiple of 256 takes the narrow one too.
+    narrow = [c for c in SM90_FULL if c.tile_n != 256]
+    assert pick(32, 28672, 8192, configs=narrow).name == "sm90_32x128x64_c1x1_coop_streamk"
+    assert pick(32, 28672 + 128, 8192).tile_n == 128
 
 
 def test_sm90_large_m_fills_the_gpu():
@@ -368,9 +401,9 @@ def test_sm90_reduced_build_falls_back_by_token_tile():
         assert pick(M, configs=minimal).name == "sm90_128x128x64_c1x1_coop_persistent"
     two = [Sm90Config(64, 128, 1, 1, "coop", "persistent"), Sm90Config(256, 128, 1, 1, "coop", "streamk")]
     # The smallest token tile covering M, else the largest.
-    assert sm90_path.heuristic(two, 40, 4096, 132).tile_m == 64
-    assert sm90_path.heuristic(two, 100, 4096, 132).tile_m == 256
-    assert sm90_path.heuristic(two, 5000, 4096, 132).tile_m == 256
+    assert sm90_path.heuristic(two, 40, 4096, 4096, 132).tile_m == 64
+    assert sm90_path.heuristic(two, 100, 4096, 4096, 132).tile_m == 256
+    assert sm90_path.heuristic(two, 5000, 4096, 4096, 132).tile_m == 256
     # The minimal set (one schedule, its stream-K twin for fp16 int4): the twin covers M <= 128.
     minimal_set = set_configs("minimal", "sm90", SM90)
     assert [c.name for c in minimal_set] == ["sm90_128x128x64_c1x1_coop_persistent",
@@ -380,8 +413,8 @@ def test_sm90_reduced_build_falls_back_by_token_tile():
 
 def test_sm90_without_a_tile_of_n():
     only_128 = [c for c in SM90_FULL if c.tile_n == 128]
-    assert sm90_path.heuristic(only_128, 64, 4160, 132) is None
-    assert sm90_path.heuristic([], 64, 4096, 132) is None  # no sm90 config at all (a build without sm_90a)
+    assert sm90_path.heuristic(only_128, 64, 4160, 4096, 132) is None
+    assert sm90_path.heuristic([], 64, 4096, 4096, 132) is None  # no sm90 config at all (a build without sm_90a)
     assert PATHS["sm90"].choose(only_128, GemmProblem(64, 4160, 4096, 128), SM90, H100) is None
     assert PATHS["sm90"].choose([], GemmProblem(64, 4096, 4096, 128), SM90, H100) is None
 

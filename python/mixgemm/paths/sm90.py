@@ -66,18 +66,26 @@ _NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+
 #
 # Per M bucket, the kernels to try in order, as (tile_m, tile_n, schedule, scheduler). Up to 128 rows the token
 # tile matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads the
-# tail of e.g. 224 weight tiles on 132 SMs); above, 256 x 128 cooperative tiles won where they fill the GPU,
-# 256 x 64 ping-pong tiles where they did not, and 128 x 128 stream-K (split by sm90_split) where neither does.
-# A ping-pong CTA with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only pay with
-# two tiles or more per SM.
+# tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile (below); above,
+# 256 x 128 cooperative tiles won where they fill the GPU, 256 x 64 ping-pong tiles where they did not, and
+# 128 x 128 stream-K (split by sm90_split) where neither does. A ping-pong CTA with one tile keeps one of its two
+# math warpgroups busy, so narrow ping-pong tiles only pay with two tiles or more per SM.
 _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
-    (32, ((32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
-    (64, ((64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
-    (128, ((128, 128, "coop", "streamk"),)),
+    (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
+    (64, ((64, 256, "coop", "streamk"), (64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
+    (128, ((128, 256, "coop", "streamk"), (128, 128, "coop", "streamk"))),
     (math.inf, ((256, 128, "coop", "persistent"), (256, 64, "pingpong", "persistent"),
                 (128, 128, "coop", "streamk"))),
 )
+# A 256-column weight tile (each consumer warpgroup issues two 64-row wgmmas per k-step) halves the tiles that
+# re-read x from L2 and doubles the weight bytes each CTA keeps in flight, at the price of a longer pipeline fill
+# and fixup per tile. It is taken where every SM streams at least this many of its 64-deep k-tiles, by token
+# tile: on the H100 (2026-11-26 sweep, docs/perf-notes/2026-11-26-wide-weight-tiles.md) it took 0.82x-0.96x the
+# 128-column tile's time at M = 32 and 64 from 54 k-tiles per SM (8192x14336 up) and 0.98x-1.27x at 31 and
+# fewer; at M = 128 0.88x and 0.98x at 109 (8192x28672, 28672x8192) but 1.04x-1.06x at 54.
+_WIDE_TILE_N = 256
+_WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 # A persistent tile shape is taken only if it makes at least this share of a wave (fewer tiles leave SMs idle:
 # the next choice has more, smaller tiles); stream-K fills the GPU by construction.
 _MIN_WAVE = 0.5
@@ -93,9 +101,16 @@ MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
 
 
-def heuristic(configs: list[Sm90Config], M: int, N: int, sm_count: int) -> Sm90Config | None:
-    """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`;
-    failing those (a reduced build), the smallest compiled token tile that covers M, else the largest."""
+def _wide_tile_pays(tile_m: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether the 256-column weight tile of ``tile_m`` tokens gives every SM enough k-tiles (see above)."""
+    k_tiles_per_sm = (N // _WIDE_TILE_N) * (K // TILE_K) / sm_count
+    return k_tiles_per_sm >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+
+
+def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
+    """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`
+    (a 256-column tile only where it pays); failing those (a reduced build), the smallest compiled token tile that
+    covers M among the 128-column and narrower ones, else the largest."""
     fitting = [c for c in configs if N % c.tile_n == 0]
     if not fitting:
         return None
@@ -104,7 +119,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, sm_count: int) -> Sm90C
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
-        if config is None:
+        if config is None or (tile_n == _WIDE_TILE_N and not _wide_tile_pays(tile_m, N, K, sm_count)):
             continue
         if scheduler == "streamk":
             return config
@@ -116,9 +131,10 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, sm_count: int) -> Sm90C
         if twin is not None and tiles / (waves * sm_count) < _MIN_WAVE_EFFICIENCY:
             return twin
         return config
-    covering = [c for c in fitting if c.tile_m >= M]
+    narrow = [c for c in fitting if c.tile_n < _WIDE_TILE_N] or fitting
+    covering = [c for c in narrow if c.tile_m >= M]
     return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
-        fitting, key=lambda c: (c.tile_m, c.tile_n))
+        narrow, key=lambda c: (c.tile_m, c.tile_n))
 
 
 def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
@@ -162,7 +178,7 @@ class Sm90Path(KernelPath):
     def choose(self, configs, problem, key, gpu) -> Sm90Config | None:
         if gpu.capability != (9, 0):
             return None  # sm_90a code runs on 9.0 only: another GPU runs an sm90-layout weight on the other paths
-        config = heuristic(configs, problem.M, problem.N, gpu.sm_count)
+        config = heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count)
         return None if config is None else split_for(config, problem.M, problem.N, problem.K, gpu.sm_count)
 
     def split_variants(self, config: Sm90Config, problem: GemmProblem, gpu: Gpu) -> list[Sm90Config]:
