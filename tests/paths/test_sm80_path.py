@@ -420,23 +420,18 @@ def test_heuristic_16_row_tiles_stream_k_over_four_blocks_per_sm():
 
 
 def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
-    # 16 x 128 tiles at 4 stages everywhere. sm80-layout weights: 4 stream-K blocks per SM. sm90-layout weights
-    # (ldmatrix B fragments): 2 blocks per SM below 64 Mi elements, the split-K grid (about 3 blocks per SM,
-    # summed by a second kernel) from there.
+    # sm80-layout weights: 16 x 128 at 4 stream-K blocks per SM. sm90-layout weights (ldmatrix B fragments):
+    # 16 x 128 at 2 blocks per SM below 64 Mi elements, 16 x 256 at 2 per SM from there.
     for M in (9, 16):
-        # 28672 / 128 = 224 tiles: ceil(3 * 132 / 224) = 2 splits.
         cfg = heuristic(SM80_ON_SM90_FULL, M, 28672, 8192, layout="sm90")
-        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 2, "parallel")
+        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
         cfg = heuristic(SM80_ON_SM90_FULL, M, 2560, 8192, layout="sm90")
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 264, "streamk")
         cfg = heuristic(SETS["full"], M, 28672, 8192)
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 528, "streamk")
-    # The boundary: 8192 x 8192 (64 Mi; 64 tiles: ceil(396 / 64) = 7 splits) takes the split-K grid, 8192 x 8128
-    # stream-K.
-    cfg = heuristic(SM80_ON_SM90_FULL, 16, 8192, 8192, layout="sm90")
-    assert (cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (128, 7, "parallel")
-    cfg = heuristic(SM80_ON_SM90_FULL, 16, 8128, 8192, layout="sm90")
-    assert (cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (128, 264, "streamk")
+    # The boundary: 8192 x 8192 (64 Mi) takes the wide tile, 8192 x 8128 the narrow one.
+    assert heuristic(SM80_ON_SM90_FULL, 16, 8192, 8192, layout="sm90").tile_n == 256
+    assert heuristic(SM80_ON_SM90_FULL, 16, 8128, 8192, layout="sm90").tile_n == 128
     # The path's choose passes the weight's layout on (8192 x 2560: 20 tiles x 128 k-tiles / 8 = 320 units).
     problem = GemmProblem(16, 2560, 8192, 128)
     assert PATHS["sm80"].choose(SM80_ON_SM90_FULL, problem, SM90, H100).split_k == 264

@@ -62,19 +62,26 @@ _NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)" + SPLIT_SUFFIX
 # tiles waste the fewest mma rows. At M = 64..256 64 x 128 (four 64 x 32 warps) was within 7% of the best tile
 # in every cell; from M = 1024 128 x 256 (eight 128 x 32 warps) was the best or within 2.5% of it.
 _PREFERENCE = (
-    (16, ((16, 128), (16, 256), (16, 64), (32, 128), (64, 128))),
+    (16, ((16, 256), (16, 128), (16, 64), (32, 128), (64, 128))),
     (32, ((32, 128), (64, 128), (16, 256))),
     (256, ((64, 128), (64, 256), (32, 128), (128, 128))),
     (math.inf, ((128, 256), (128, 128), (64, 128))),
 )
-# M <= 16: 16 x 128 tiles at 4 stages. On the sm80 layout 4 stream-K blocks per SM beat 16 x 256 on all four
-# probed shapes (by 4-7%). On the sm90 layout below 64 Mi weight elements 2 stream-K blocks per SM
-# (_STREAM_K_SM90_LAYOUT) took 0.75x-0.95x the time of 16 x 256 at M = 12 and 16 (4096x4096, 2048x8192, 8192x2560,
-# 8192x7168, 4096x11008, 11008x4096; H100, 2026-11-26; docs/perf-notes/2026-11-26-small-m-sm90-layout-tiles.md).
-# From 64 Mi elements on, stream-K lost to the split-K grid (about 3 blocks per SM, _BLOCKS_PER_SM): at M = 16
-# 0.82x-0.87x the time of 16 x 256 over 2 stream-K blocks per SM on 8192x14336, 14336x8192, 8192x28672 and
-# 28672x8192, 0.83x on 8192x8192 (H100, 2026-11-26, a later sweep; docs/perf-notes/2026-11-26-wide-weight-tiles.md).
-_SM90_LAYOUT_SPLIT_GRID_FROM = 64 << 20  # weight elements (K x N)
+# M <= 16: on the sm80 layout 16 x 128 tiles at 4 stages and 4 stream-K blocks per SM beat 16 x 256 on all four
+# probed shapes (by 4-7%). On the sm90 layout it depends on the weight's size: below 64 Mi elements 16 x 128 with
+# 2 blocks per SM (_STREAM_K_SM90_LAYOUT) took 0.75x-0.95x the time of 16 x 256 at M = 12 and 16 (4096x4096,
+# 2048x8192, 8192x2560, 8192x7168, 4096x11008, 11008x4096; H100, 2026-11-26), within 4% of the best config swept;
+# from 8192x14336 up it took 1.09x-1.13x, and 16 x 256 keeps them
+# (docs/perf-notes/2026-11-26-small-m-sm90-layout-tiles.md).
+_SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
+_SM90_LAYOUT_WIDE_TILE_FROM = 64 << 20  # weight elements (K x N) from which sm90-layout weights take 16 x 256
+
+
+def _small_m_first(layout: str, K: int, N: int) -> tuple[int, int]:
+    """The first 16-row tile for M <= 16 on ``layout`` (see above)."""
+    if layout == "sm90" and K * N >= _SM90_LAYOUT_WIDE_TILE_FROM:
+        return (16, 256)
+    return _SMALL_M_FIRST[layout]
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
 # each other, and less shared memory per block).
 _PREFERRED_STAGES = {(16, 128): 4}
@@ -111,9 +118,12 @@ SWEEP_SPLIT_KS = (2, 4, 8, 16)
 SWEEP_STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 
 
-def _pick_tile(configs: list[Sm80Config], M: int) -> Sm80Config:
+def _pick_tile(configs: list[Sm80Config], M: int, layout: str = "sm80", K: int = 0, N: int = 0) -> Sm80Config:
     for bound, tiles in _PREFERENCE:
         if M <= bound:
+            if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
+                first = _small_m_first(layout, K, N)
+                tiles = (first,) + tuple(t for t in tiles if t != first)
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
                 if matches:
@@ -129,8 +139,6 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
     rule = _STREAM_K_SM90_LAYOUT if layout == "sm90" else _STREAM_K
     if (config.tile_m, config.tile_n) not in rule or M > _STREAM_K_MAX_M:
         return None
-    if layout == "sm90" and config.tile_m == 16 and K * N >= _SM90_LAYOUT_SPLIT_GRID_FROM:
-        return None  # large sm90-layout weights: the split-K grid (see _PREFERENCE)
     per_sm, least = rule[config.tile_m, config.tile_n]
     blocks = min(per_sm * sm_count, config.stream_k_units(M, N, K) // least)
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
@@ -139,9 +147,9 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles), then stream-K where the
     rule above has the tile, else split-K until the grid keeps the GPU busy."""
-    config = _pick_tile(configs, M)
+    config = _pick_tile(configs, M, layout, K, N)
     if 64 < M <= 256:
-        large = _pick_tile(configs, _LARGE_M)
+        large = _pick_tile(configs, _LARGE_M, layout)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
             config = large
     stream_k = _stream_k(config, M, N, K, sm_count, layout)
