@@ -319,6 +319,26 @@ def test_sm90_wide_weight_tile_on_large_weights(K, N, M, name):
     assert PATHS["sm90"].choose(SM90_FULL, GemmProblem(M, N, K, 128), SM90, H100).name == name
 
 
+@pytest.mark.parametrize("K, N, M, name", [
+    # 128 x 128 tiles at M = 65..128 where every SM gets 16 of their k-tiles: 8192 x 4096 has 32 x 128 / 132 = 31.
+    (8192, 4096, 128, "sm90_128x128x64_c1x1_coop_streamk_k4s"),
+    (8192, 4096, 65, "sm90_128x128x64_c1x1_coop_streamk_k4s"),
+    # Below, two 64-row tiles: 4096 x 4096 has 15.5 (64 tiles of 64 x 128: split 2), 1024 x 8192 7.8 (128 tiles:
+    # unsplit), 8192 x 1280 9.7 (20 tiles: split 4).
+    (4096, 4096, 128, "sm90_64x128x64_c1x1_coop_streamk_k2s"),
+    (1024, 8192, 100, "sm90_64x128x64_c1x1_coop_streamk"),
+    (8192, 1280, 128, "sm90_64x128x64_c1x1_coop_streamk_k4s"),
+    # M <= 64 and M > 128 are not this rule's.
+    (1024, 8192, 64, "sm90_64x128x64_c1x1_coop_streamk"),
+    (4096, 4096, 256, "sm90_128x128x64_c1x1_coop_streamk_k2s"),
+])
+def test_sm90_two_64_row_tiles_on_small_weights(K, N, M, name):
+    assert pick(M, N, K).name == name
+    if 64 < M <= 128:  # without the 64-row stream-K tile compiled, the 128-row one
+        without = [c for c in SM90_FULL if c.kernel_name != "sm90_64x128x64_c1x1_coop_streamk"]
+        assert pick(M, N, K, configs=without).tile_m == 128
+
+
 def test_sm90_wide_weight_tile_reads_the_sm_count():
     # 8192 x 8192: 32 x 128 = 4096 wide k-tiles, 31 per SM on 132 SMs (narrow), 62 on 66 (wide).
     assert pick(32, 8192, 8192).tile_n == 128
@@ -346,7 +366,7 @@ def test_sm90_large_m_fills_the_gpu():
 
 @pytest.mark.parametrize("K, N, M, split", [
     (4096, 4096, 32, 4),    # 32 tiles of 32 x 128: 4 x 32 = 128 CTAs (measured 15.4 against 16.5 us unsplit)
-    (4096, 4096, 128, 4),   # 32 tiles of 128 x 128
+    (8192, 4096, 128, 4),   # 32 tiles of 128 x 128
     (8192, 8192, 64, 2),    # 64 tiles: 2 x 64 = 128
     (11008, 4096, 64, 4),
     (4096, 11008, 64, 1),   # 86 tiles: more than half the SMs, stream-K as it is
@@ -391,7 +411,8 @@ def test_sm90_heuristic_invariants(N, sms):
         assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= 4
                                     and tiles * cfg.split_k <= sms), (M, cfg)
         if M <= 128 and N % 128 == 0:
-            assert M <= cfg.tile_m, (M, cfg)  # up to 128 rows, the token tile that covers M
+            # Up to 128 rows the token tile that covers M; at 65..128 on small weights two of 64 rows.
+            assert M <= cfg.tile_m or (64 < M and cfg.tile_m == 64), (M, cfg)
         assert PATHS["sm90"].fits(cfg, GemmProblem(M, N, 8192, 128), SM90) is None, (M, cfg)
 
 

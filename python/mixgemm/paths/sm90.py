@@ -74,7 +74,7 @@ _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
     (64, ((64, 256, "coop", "streamk"), (64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
-    (128, ((128, 256, "coop", "streamk"), (128, 128, "coop", "streamk"))),
+    (128, ((128, 256, "coop", "streamk"), (128, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
     (math.inf, ((256, 128, "coop", "persistent"), (256, 64, "pingpong", "persistent"),
                 (128, 128, "coop", "streamk"))),
 )
@@ -86,6 +86,12 @@ _CHOICES = (
 # fewer; at M = 128 0.88x and 0.98x at 109 (8192x28672, 28672x8192) but 1.04x-1.06x at 54.
 _WIDE_TILE_N = 256
 _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
+# At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
+# _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
+# tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
+# 1024x8192 (7.8 k-tiles per SM), 0.80x on 8192x1280 (9.7), 0.92x on 2048x8192 and 0.98x on 4096x4096 (15.5);
+# 1.00x on 8192x2560 (19.4) and 1.10x-1.50x from 27 (3584x8192 and up).
+_TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
 # A persistent tile shape is taken only if it makes at least this share of a wave (fewer tiles leave SMs idle:
 # the next choice has more, smaller tiles); stream-K fills the GPU by construction.
 _MIN_WAVE = 0.5
@@ -101,16 +107,25 @@ MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
 
 
-def _wide_tile_pays(tile_m: int, N: int, K: int, sm_count: int) -> bool:
-    """Whether the 256-column weight tile of ``tile_m`` tokens gives every SM enough k-tiles (see above)."""
-    k_tiles_per_sm = (N // _WIDE_TILE_N) * (K // TILE_K) / sm_count
-    return k_tiles_per_sm >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
+    return math.ceil(M / tile_m) * (N // tile_n) * (K // TILE_K) / sm_count
+
+
+def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether a choice of the M <= 128 buckets gives every SM enough k-tiles: the 256-column tiles and the
+    128 x 128 tile (see above); the other choices always."""
+    if tile_n == _WIDE_TILE_N:
+        return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+    if (tile_m, tile_n) == (128, 128) and M <= 128:
+        return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
+    return True
 
 
 def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
     """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`
-    (a 256-column tile only where it pays); failing those (a reduced build), the smallest compiled token tile that
-    covers M among the 128-column and narrower ones, else the largest."""
+    (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
+    failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
+    narrower ones, else the largest."""
     fitting = [c for c in configs if N % c.tile_n == 0]
     if not fitting:
         return None
@@ -119,7 +134,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
-        if config is None or (tile_n == _WIDE_TILE_N and not _wide_tile_pays(tile_m, N, K, sm_count)):
+        if config is None or not _pays(tile_m, tile_n, M, N, K, sm_count):
             continue
         if scheduler == "streamk":
             return config
