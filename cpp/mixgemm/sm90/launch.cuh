@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mixgemm/core/check.h"
+#include "mixgemm/core/cutlass_run.h"
 #include "mixgemm/sm90/kernel_types.cuh"
 
 namespace mixgemm::sm90 {
@@ -108,17 +109,9 @@ void launch(const Args& a, cudaStream_t stream) {
     return "gemm_sm90: this config needs " + std::to_string(need.locks) + " zeroed split flags, got " +
            std::to_string(a.lock_count);
   });
-  Gemm gemm;
   // initialize() only converts the arguments and sets the kernel's shared-memory limit: the stream-K
   // scheduler's workspace needs no clearing (self_resetting_stream_k.cuh).
-  cutlass::Status status = gemm.initialize(arguments, a.workspace, stream);
-  if (status != cutlass::Status::kSuccess)
-    throw std::runtime_error(std::string("gemm_sm90: kernel initialization failed: ") +
-                             cutlass::cutlassGetStatusString(status));
-  status = gemm.run(stream);
-  check_launch("gemm_sm90");
-  if (status != cutlass::Status::kSuccess)
-    throw std::runtime_error(std::string("gemm_sm90: launch failed: ") + cutlass::cutlassGetStatusString(status));
+  initialize_and_run<Gemm>(arguments, a.workspace, stream, "gemm_sm90");
 }
 
 // The entry points the generator instantiates, in our template vocabulary.

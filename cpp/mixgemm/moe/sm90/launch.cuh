@@ -9,6 +9,7 @@
 #include <string>
 
 #include "mixgemm/core/check.h"
+#include "mixgemm/core/cutlass_run.h"
 #include "mixgemm/moe/sm90/grouped_args.h"
 #include "mixgemm/moe/sm90/kernel_types.cuh"
 
@@ -142,16 +143,8 @@ void launch(const GroupedArgs& a, cudaStream_t stream) {
   constexpr int kThreads = 128;
   fill_group_arrays<Types><<<ceil_div(a.num_experts, kThreads), kThreads, 0, stream>>>(arrays, a);
   check_launch("moe fill_group_arrays");
-  Gemm gemm;
-  cutlass::Status status = gemm.initialize(arguments, static_cast<char*>(a.workspace) + arrays_bytes, stream);
-  if (status != cutlass::Status::kSuccess)
-    throw std::runtime_error(std::string("moe grouped gemm (sm90 form): initialization failed: ") +
-                             cutlass::cutlassGetStatusString(status));
-  status = gemm.run(stream);
-  check_launch("moe grouped gemm (sm90 form)");
-  if (status != cutlass::Status::kSuccess)
-    throw std::runtime_error(std::string("moe grouped gemm (sm90 form): launch failed: ") +
-                             cutlass::cutlassGetStatusString(status));
+  initialize_and_run<Gemm>(arguments, static_cast<char*>(a.workspace) + arrays_bytes, stream,
+                           "moe grouped gemm (sm90 form)");
 }
 
 // The entry points the generator instantiates.
