@@ -107,8 +107,13 @@ MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
 
 
+def _tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
+    """The output tiles of an M x N problem (the token tiles covering M times the weight tiles of N)."""
+    return math.ceil(M / tile_m) * (N // tile_n)
+
+
 def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
-    return math.ceil(M / tile_m) * (N // tile_n) * (K // TILE_K) / sm_count
+    return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
 def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bool:
@@ -138,7 +143,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
             continue
         if scheduler == "streamk":
             return config
-        tiles = math.ceil(M / tile_m) * (N // tile_n)
+        tiles = _tiles(tile_m, tile_n, M, N)
         if tiles < _MIN_WAVE * sm_count:
             continue
         waves = math.ceil(tiles / sm_count)
@@ -157,7 +162,7 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
     split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split; others unsplit."""
     if config.scheduler != "streamk":
         return config
-    tiles = math.ceil(M / config.tile_m) * (N // config.tile_n)
+    tiles = _tiles(config.tile_m, config.tile_n, M, N)
     split = min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT)
     return config.with_split_k(split) if split >= 2 else config.with_split_k(1)
 
