@@ -145,7 +145,8 @@ SM90_TILE_K = 64
 SM90_SCHEDULES = {"coop": "kCooperative", "pingpong": "kPingpong"}
 SM90_SCHEDULERS = {"persistent": "kPersistent", "streamk": "kStreamK"}
 # What the heuristic uses (python/mixgemm/paths/sm90.py), chosen by tools/path_probe.py and the sweep on an H100:
-#  - 16/32/64/128 x 128 cooperative stream-K: M <= 128, each the token tile that matches M;
+#  - 16/32/64/128 x 128 cooperative stream-K: M <= 128, each the token tile that matches M (two 64-row tiles at
+#    M = 65..128 on small weights);
 #  - 32/64/128 x 256 cooperative stream-K: the same on large weights (256 weight columns: CUTLASS tile M 256,
 #    two 64-row wgmmas per consumer warpgroup), where every SM streams enough of their k-tiles;
 #  - 256 x 128 cooperative, persistent and stream-K: M > 128 where its tiles fill the GPU;

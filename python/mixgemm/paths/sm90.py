@@ -66,10 +66,11 @@ _NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+
 #
 # Per M bucket, the kernels to try in order, as (tile_m, tile_n, schedule, scheduler). Up to 128 rows the token
 # tile matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads the
-# tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile (below); above,
-# 256 x 128 cooperative tiles won where they fill the GPU, 256 x 64 ping-pong tiles where they did not, and
-# 128 x 128 stream-K (split by sm90_split) where neither does. A ping-pong CTA with one tile keeps one of its two
-# math warpgroups busy, so narrow ping-pong tiles only pay with two tiles or more per SM.
+# tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile and at M = 65..128
+# on small weights with two 64-row tiles (below); above, 256 x 128 cooperative tiles won where they fill the GPU,
+# 256 x 64 ping-pong tiles where they did not, and 128 x 128 stream-K (split by sm90_split) where neither does. A
+# ping-pong CTA with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only pay with
+# two tiles or more per SM.
 _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
