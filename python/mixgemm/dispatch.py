@@ -38,12 +38,16 @@ DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 # GEMM won on the DESIGN shapes now that its stream-K needs no per-launch memset
 # (docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md) ...
 SM80_ON_SM90_LAYOUT_MAX_M = 16
-# ... but not on small weights: up to this many rows and weight elements (K x N) the sm80 tiles (32 x 128,
-# stream-K over one block per SM) took 0.65x-0.88x the sm90 GEMM's time at M = 32 on 4096x4096, 2048x8192,
-# 1024x8192 and 8192x1280, where the sm90 kernel's fixed costs (prologue, fill, fixup; 4-6 us) weigh most
-# (H100 sweep, docs/perf-notes/2026-11-26-small-weights-m32.md). At M = 64 the two were mixed (0.71x-1.06x).
+# ... but not on small and mid-size weights: up to this many rows and weight elements (K x N) the sm80 tiles
+# (32 x 128; split-K, or stream-K on short K: mixgemm/paths/sm80.py) took 0.65x-0.92x the sm90 GEMM's time at
+# M = 32, where the sm90 kernel's fixed costs (prologue, fill, fixup; 4-6 us) weigh most: on 4096x4096, 2048x8192,
+# 1024x8192 and 8192x1280 (H100, docs/perf-notes/2026-11-26-small-weights-m32.md), then on every shape of 20-64 Mi
+# elements of the DESIGN grid and the Llama-3-70B shards timed (10 on the H200, 3 of them on the H100 too:
+# 4096x11008 0.82x / 0.83x; docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md). Above, the sm90 GEMM's
+# 256-column tiles won on both GPUs (8192x28672, 28672x8192: 0.93x-0.96x the best sm80 config). At M = 64 the two
+# were mixed (0.71x-1.06x).
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
-SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 16 << 20
+SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem) -> bool:

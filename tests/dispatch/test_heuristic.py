@@ -52,7 +52,7 @@ def test_the_constants_of_the_order():
     assert dispatch.DECODE_MAX_M == 8
     assert dispatch.DEQUANT_MIN_M == {"sm90": 8192, "sm80": 1024}
     assert dispatch.SM80_ON_SM90_LAYOUT_MAX_M == 16
-    assert (dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M, dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT) == (32, 16 << 20)
+    assert (dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M, dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT) == (32, 64 << 20)
 
 
 @pytest.mark.parametrize("layout, M, order", [
@@ -71,8 +71,8 @@ def test_the_constants_of_the_order():
     ("sm90", 8192, ("dequant", "sm90", "sm80")),
 ])
 def test_path_order(layout, M, order):
-    """On 4096 x 11008 (above the small-weight bound)."""
-    assert dispatch.path_order(GemmProblem(M, 11008, 4096, 128), layout) == order
+    """On 8192 x 28672 (above the small-weight bound)."""
+    assert dispatch.path_order(GemmProblem(M, 28672, 8192, 128), layout) == order
     # Every path that reads the layout is tried, each once, and no other; the decode path only up to its rows.
     assert sorted(order) == sorted(name for name, p in PATHS.items()
                                    if layout in p.layouts and (name != "decode" or M <= dispatch.DECODE_MAX_M))
@@ -80,7 +80,8 @@ def test_path_order(layout, M, order):
 
 @pytest.mark.parametrize("M, N, K, first", [
     (17, 4096, 4096, "sm80"), (32, 4096, 4096, "sm80"), (32, 1280, 8192, "sm80"), (33, 4096, 4096, "sm90"),
-    (32, 4096 + 64, 4096, "sm90"), (32, 11008, 4096, "sm90"), (16, 28672, 8192, "sm80"),
+    (32, 11008, 4096, "sm80"), (32, 8192, 8192, "sm80"), (32, 8192 + 64, 8192, "sm90"), (32, 28672, 8192, "sm90"),
+    (16, 28672, 8192, "sm80"),
 ])
 def test_small_weights_keep_the_sm80_tiles_to_32_rows_on_the_sm90_layout(M, N, K, first):
     assert dispatch.path_order(GemmProblem(M, N, K, 128), "sm90")[0] == first
@@ -98,12 +99,14 @@ def test_sm90_layout_takes_the_decode_path_then_the_sm80_tiles():
     for M in range(9, 17):
         for N, K in [(4096, 4096), (28672, 8192)]:
             assert (pick(M, N, K).path, pick(M, N, K).tile_m) == ("sm80", 16), (M, N, K)
-    # From 17 rows the sm90 GEMM, from 33 on small weights (up to 16 Mi elements), which keep the sm80 path's 32 x 128
-    # tiles with stream-K over one block per SM to 32 rows.
-    for N, K in [(11008, 4096), (8192, 8192), (28672, 8192)]:
+    # From 17 rows the sm90 GEMM on weights above 64 Mi elements; weights up to 64 Mi keep the sm80 path's 32 x 128
+    # tiles to 32 rows (split-K, or stream-K over one block per SM on short K), the sm90 GEMM from 33.
+    for N, K in [(14336, 8192), (8192, 14336), (28672, 8192)]:
         assert pick(17, N, K).path == "sm90" and pick(64, N, K).path == "sm90", (N, K)
-    assert pick(17).path == "sm80" and pick(33).path == "sm90" and pick(64).path == "sm90"
-    assert pick(32).name == "32x128x64_w32x32x64_s3_sk132"  # stream-K over one block per SM
+    for N, K in [(4096, 4096), (11008, 4096), (8192, 8192)]:
+        assert pick(17, N, K).path == "sm80" and pick(33, N, K).path == "sm90", (N, K)
+    assert pick(32).name == "32x128x64_w32x32x64_s4_k4p"  # 4 splits of 16 k-tiles, 128 blocks
+    assert pick(32, 8192, 2048).name == "32x128x64_w32x32x64_s4_sk132"  # 2 splits only: stream-K
     assert pick(33).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
     # A build without sm80 tiles for the sm90 layout: the sm90 GEMM takes every row above the decode path (the
     # m16 decode kernel too is passed over from 9 rows).
@@ -162,7 +165,7 @@ def test_sm90_layout_takes_sm80_tiles_only_below_the_rules_bound():
     # Even when handed large sm80 tiles, the sm90 layout's GEMM above the sm80 path's rows is an sm90 config.
     mixed = candidates(sm80=SM80_ON_SM90_FULL + [Sm80Config(128, 256, 64, 64, 64, 64, 3)], sm90=SM90_FULL)
     for M in (17, 64, 100, 4096):
-        assert pick(M, 11008, 4096, cands=mixed).path == "sm90", M
+        assert pick(M, 28672, 8192, cands=mixed).path == "sm90", M
     for M in (33, 64, 100, 4096):  # a small weight: past 32 rows
         assert pick(M, cands=mixed).path == "sm90", M
     assert pick(16, cands=mixed).path == "sm80" and pick(32, cands=mixed).path == "sm80"

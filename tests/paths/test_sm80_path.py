@@ -421,7 +421,8 @@ def test_heuristic_16_row_tiles_stream_k_over_four_blocks_per_sm():
 
 def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     # sm80-layout weights: 16 x 128 at 4 stream-K blocks per SM. sm90-layout weights (ldmatrix B fragments):
-    # 16 x 128 at 2 blocks per SM below 64 Mi elements, 16 x 256 at 2 per SM from there.
+    # 16 x 128 at 2 blocks per SM below 32 Mi elements, split-K from there, and 16 x 256 at 2 per SM where the
+    # 128-column tiles outnumber the SMs.
     for M in (9, 16):
         cfg = heuristic(SM80_ON_SM90_FULL, M, 28672, 8192, layout="sm90")
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
@@ -429,9 +430,11 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 264, "streamk")
         cfg = heuristic(SETS["full"], M, 28672, 8192)
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 528, "streamk")
-    # The boundary: 8192 x 8192 (64 Mi) takes the wide tile, 8192 x 8128 the narrow one.
-    assert heuristic(SM80_ON_SM90_FULL, 16, 8192, 8192, layout="sm90").tile_n == 256
-    assert heuristic(SM80_ON_SM90_FULL, 16, 8128, 8192, layout="sm90").tile_n == 128
+    # The boundary of the wide tile: 132 column tiles of 128 (N = 16896) take 16 x 128, 133 take 16 x 256; on a GPU
+    # of 114 SMs 16896 columns are already too many.
+    assert heuristic(SM80_ON_SM90_FULL, 16, 16896, 8192, layout="sm90").tile_n == 128
+    assert heuristic(SM80_ON_SM90_FULL, 16, 16896 + 64, 8192, layout="sm90").tile_n == 256
+    assert heuristic(SM80_ON_SM90_FULL, 16, 16896, 8192, 114, layout="sm90").tile_n == 256
     # The path's choose passes the weight's layout on (8192 x 2560: 20 tiles x 128 k-tiles / 8 = 320 units).
     problem = GemmProblem(16, 2560, 8192, 128)
     assert PATHS["sm80"].choose(SM80_ON_SM90_FULL, problem, SM90, H100).split_k == 264
@@ -439,6 +442,40 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     # Where a build lacks 16 x 128 for the sm90 layout, the next preferred tile takes M <= 16.
     without = [c for c in SM80_ON_SM90_FULL if (c.tile_m, c.tile_n) != (16, 128)]
     assert heuristic(without, 16, 4096, 4096, layout="sm90").tile_n == 256
+
+
+@pytest.mark.parametrize("M, N, K, split", [
+    # 16 rows, from 32 Mi elements: the largest of 2/4/8/16 splits with >= 12 k-tiles each and <= 4 x 132 blocks.
+    (16, 8192, 8192, 8),     # 128 k-tiles / 12 -> 10; 64 tiles x 8 = 512 <= 528
+    (16, 11008, 4096, 4),    # 64 k-tiles / 12 -> 5
+    (16, 4096, 11008, 8),    # 172 k-tiles -> 14; 32 tiles x 16 = 512 fits too, but 172 / 16 < 12
+    (16, 14336, 8192, 4),    # 112 tiles x 8 = 896 > 528
+    (16, 8192, 28672, 8),    # 448 k-tiles; 64 tiles x 16 = 1024 > 528
+    (12, 8192, 8192, 8),     # every M of the 16-row tile
+    # 32 rows, any weight up to 64 Mi elements (dispatch keeps the sm80 tiles there).
+    (32, 11008, 4096, 4),
+    (32, 1280, 8192, 8),     # 10 tiles: 16 splits would leave 8 k-tiles each
+    (32, 4096, 4096, 4),
+    (17, 8192, 8192, 8),
+])
+def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
+    cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (16 if M <= 16 else 32, 128, split, "parallel")
+    assert cfg.stages == 4  # both tiles' split-K was measured with 4 stages
+
+
+@pytest.mark.parametrize("M, N, K, tile, split", [
+    (16, 2560, 8192, 16, 264),   # 16 rows below 32 Mi elements: stream-K over 2 blocks per SM
+    (16, 8128, 4096, 16, 264),   # just under 32 Mi elements (4096 x 8128)
+    (32, 8192, 2048, 32, 132),   # 32 k-tiles: at most 2 splits of 12+ k-tiles, under 4: stream-K, one block per SM
+    (32, 8192, 1024, 32, 128),   # 16 k-tiles x 64 tiles = 1024 units / 8 per block
+])
+def test_heuristic_sm90_layout_keeps_stream_k_where_the_split_is_small(M, N, K, tile, split):
+    cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
+    assert (cfg.tile_m, cfg.split_k, cfg.split_k_mode) == (tile, split, "streamk")
+    # The sm80 layout is untouched by the rule: its 16 x 128 tiles stream K over 4 blocks per SM.
+    if tile == 16:
+        assert heuristic(SETS["full"], M, N, K).split_k_mode == "streamk"
 
 
 def test_heuristic_large_m_stays_data_parallel():

@@ -68,24 +68,25 @@ _PREFERENCE = (
     (math.inf, ((128, 256), (128, 128), (64, 128))),
 )
 # M <= 16: on the sm80 layout 16 x 128 tiles at 4 stages and 4 stream-K blocks per SM beat 16 x 256 on all four
-# probed shapes (by 4-7%). On the sm90 layout it depends on the weight's size: below 64 Mi elements 16 x 128 with
-# 2 blocks per SM (_STREAM_K_SM90_LAYOUT) took 0.75x-0.95x the time of 16 x 256 at M = 12 and 16 (4096x4096,
-# 2048x8192, 8192x2560, 8192x7168, 4096x11008, 11008x4096; H100, 2026-11-26), within 4% of the best config swept;
-# from 8192x14336 up it took 1.09x-1.13x, and 16 x 256 keeps them
-# (docs/perf-notes/2026-11-26-small-m-sm90-layout-tiles.md).
+# probed shapes (by 4-7%). On the sm90 layout 16 x 128 too, but for the widest weights: where its column tiles
+# outnumber the SMs (8192x28672: 224 on 132), even two splits put 3.4 blocks on each SM and the H100 and the H200
+# disagreed on the split (two: 1.00x / 1.08x the best config; four: 1.07x / 1.00x), while 16 x 256 over 2 stream-K
+# blocks per SM took 1.05x / 1.01x; 16 x 256 keeps them (docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md).
 _SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
-_SM90_LAYOUT_WIDE_TILE_FROM = 64 << 20  # weight elements (K x N) from which sm90-layout weights take 16 x 256
 
 
-def _small_m_first(layout: str, K: int, N: int) -> tuple[int, int]:
+def _small_m_first(layout: str, N: int, sm_count: int) -> tuple[int, int]:
     """The first 16-row tile for M <= 16 on ``layout`` (see above)."""
-    if layout == "sm90" and K * N >= _SM90_LAYOUT_WIDE_TILE_FROM:
+    if layout == "sm90" and -(-N // 128) > sm_count:
         return (16, 256)
     return _SMALL_M_FIRST[layout]
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
-# each other, and less shared memory per block).
+# each other, and less shared memory per block). On the sm90 layout 32 x 128 takes 4 too: its split-K rule below
+# was measured with 4 stages, and over one stream-K block per SM 4 stages took 0.97x the time of 3 (4096x4096,
+# M = 32, H200, same interleaved run).
 _PREFERRED_STAGES = {(16, 128): 4}
-_LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M) is the large-M tile
+_PREFERRED_STAGES_SM90_LAYOUT = {**_PREFERRED_STAGES, (32, 128): 4}
+_LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M, ...) is the large-M tile
 
 # Split-K where stream-K does not apply: up to M = 64 the weight stream dominates (2 M flops per 0.5-byte
 # weight is under the H100's mma.sync-to-DRAM balance of ~170 flop/byte), so K is split until there are about
@@ -106,10 +107,24 @@ _STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): 
              (128, 128): (1, 16), (128, 256): (1, 16)}
 # On the sm90 layout 16 x 128 blocks read their B fragments by ldmatrix from a layout made for 16-column wgmma
 # blocks; 4 per SM fell 1-11% behind 2 per SM in the sweep above (e.g. 8192x2560, M = 16: 11.4 against 10.6 us).
-# 32 x 128 (small weights at M = 17..32, dispatch.py) over one block per SM: within 1% of the best config swept on
-# 4096x4096 and 2048x8192, 1.07x on 1024x8192 (where the split-K grid took 1.11x and more).
+# 32 x 128 (M = 17..32, dispatch.py) over one block per SM where the split-K rule below does not apply: within 1%
+# of the best config swept on 4096x4096 and 2048x8192, 1.07x on 1024x8192 (where the split-K grid took 1.11x+).
 _STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8), (32, 128): (1, 8)}
 _STREAM_K_MAX_M = 256
+
+# On the sm90 layout 16 x 128 (weights from 32 Mi elements) and 32 x 128 tiles take split-K instead: the largest
+# split of SWEEP_SPLIT_KS that leaves every split at least 12 k-tiles and the grid at most 4 blocks per SM, where
+# that is 4 splits or more. Over 14 cells at M = 16 and 13 at M = 32 (H100 and H200, interleaved A/B,
+# docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best config of both GPUs
+# (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90 GEMM) before. A split
+# of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100 (8192x14336 M = 16,
+# 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles than SMs) the grid is
+# too small or too crowded, and stream-K spreads the k-tiles better (1024x8192 and 2048x8192 at M = 32).
+_SPLIT_K_SM90_LAYOUT_TILES = {(16, 128), (32, 128)}
+_SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, 16 x 128 keeps stream-K (8192x2560)
+_SPLIT_K_MIN_K_TILES = 12
+_SPLIT_K_MAX_BLOCKS_PER_SM = 4
+_SPLIT_K_MIN_SPLITS = 4
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
 
@@ -118,16 +133,17 @@ SWEEP_SPLIT_KS = (2, 4, 8, 16)
 SWEEP_STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 
 
-def _pick_tile(configs: list[Sm80Config], M: int, layout: str = "sm80", K: int = 0, N: int = 0) -> Sm80Config:
+def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, sm_count: int) -> Sm80Config:
     for bound, tiles in _PREFERENCE:
         if M <= bound:
             if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
-                first = _small_m_first(layout, K, N)
+                first = _small_m_first(layout, N, sm_count)
                 tiles = (first,) + tuple(t for t in tiles if t != first)
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
                 if matches:
-                    preferred = [c for c in matches if c.stages == _PREFERRED_STAGES.get((tile_m, tile_n))]
+                    stages = _PREFERRED_STAGES_SM90_LAYOUT if layout == "sm90" else _PREFERRED_STAGES
+                    preferred = [c for c in matches if c.stages == stages.get((tile_m, tile_n))]
                     return (preferred or sorted(matches, key=lambda c: (c.stages < 3, c.stages)))[0]
             break
     # Nothing preferred was compiled: the nearest tile height.
@@ -144,14 +160,32 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
 
+def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80Config | None:
+    """``config`` split-K as the sm90 layout's rule above gives it, or None where the rule does not apply."""
+    if (config.tile_m, config.tile_n) not in _SPLIT_K_SM90_LAYOUT_TILES or M > config.tile_m:
+        return None
+    if config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM:
+        return None
+    tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
+    splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= _SPLIT_K_MIN_K_TILES * k
+              and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
+    if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
+        return None
+    return config.with_split_k(max(splits), "parallel")
+
+
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles), then stream-K where the
     rule above has the tile, else split-K until the grid keeps the GPU busy."""
-    config = _pick_tile(configs, M, layout, K, N)
+    config = _pick_tile(configs, M, layout, N, sm_count)
     if 64 < M <= 256:
-        large = _pick_tile(configs, _LARGE_M, layout)
+        large = _pick_tile(configs, _LARGE_M, layout, N, sm_count)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
             config = large
+    if layout == "sm90":
+        split = _sm90_layout_split_k(config, M, N, K, sm_count)
+        if split is not None:
+            return split
     stream_k = _stream_k(config, M, N, K, sm_count, layout)
     if stream_k is not None:
         return stream_k
