@@ -776,3 +776,64 @@ def test_overhead_flow(monkeypatch, tmp_path, capsys):
     assert len(list(csv.DictReader((tmp_path / "overhead.csv").open()))) == 3
     last = capsys.readouterr().out.rstrip().splitlines()[-1].split()
     assert last == ["QuantLinear", "30.0", "29.0", "1.50x"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# sweep --rounds: every case of a cell timed in each round, the order rotated, each record its median round
+
+
+class _FakeClosures(list):
+    config = "fake-auto"
+    note = None
+
+
+@pytest.fixture
+def fake_sweep(monkeypatch):
+    """A sweep of three sm80 configs and auto on one layout with the GPU, the builds and the timer faked: each
+    timing of a case returns the next of its ``times`` (us) and is logged in ``timed``."""
+    configs = [SM80.with_split_k(k, "parallel" if k > 1 else "none") for k in (1, 2, 4)]
+    monkeypatch.setattr(cli, "sweep_layouts", lambda choice, K, N, G, dtype: ["sm80"])
+    monkeypatch.setattr(cli, "sweep_cases", lambda K, N, G, M, key, gpu: list(configs))
+    monkeypatch.setattr(device, "facts", lambda fn, dev: H100)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(cli, "_meta", lambda args, argv: {})
+    monkeypatch.setattr(peers, "build", lambda name, M, N, K, G, dtype, copies, config, layout:
+                        (_FakeClosures(["auto" if config == "auto" else config.name]), None))
+    names = ["auto"] + [c.name for c in configs]
+    # A throwaway timing first (the sweep's settling one), then three rounds.
+    times = {name: [99.0, 10.0 + i, 30.0 + i, 20.0 + i] for i, name in enumerate(names)}
+    timed = []
+
+    def fake_time_fn(closures, warmup, reps, use_graph):
+        name = closures[0]
+        t = times[name][sum(1 for n in timed if n == name) + (name != "auto")]
+        timed.append(name)
+        return timing.Timing(t, t, t, [t], 1, use_graph)
+
+    monkeypatch.setattr(timing, "time_fn", fake_time_fn)
+    return names, timed
+
+
+def test_sweep_rounds_interleave_the_cases_of_a_cell(fake_sweep, tmp_path):
+    names, timed = fake_sweep
+    args = cli.parse_args(["sweep", "--shape", "4096x4096", "--m", "16", "--rounds", "3", "--no-plots",
+                           "--out", str(tmp_path)])
+    records = cli.sweep(args)
+    # The first case timed once to settle, then three rounds over all four cases, each round starting one later.
+    assert timed[0] == "auto"
+    assert [timed[1 + 4 * r: 5 + 4 * r] for r in range(3)] == [names, names[1:] + names[:1], names[2:] + names[:2]]
+    # Each record reports its median round (rounds of 10 + i, 30 + i, 20 + i us: the 20 + i one), not the throwaway.
+    assert [(r["peer"], r["time_us"]) for r in records] == [("mixgemm:auto", 20.0)] + [
+        ("mixgemm", 20.0 + i) for i in (1, 2, 3)]
+    assert [r["round_medians_us"] for r in records][1] == [11.0, 31.0, 21.0]
+    assert json.loads((tmp_path / "sweep.json").read_text())["results"][0]["time_us"] == 20.0
+
+
+def test_sweep_one_round_times_each_case_once(fake_sweep, tmp_path):
+    names, timed = fake_sweep
+    assert cli.parse_args(["sweep", "--shape", "4096x4096"]).rounds == 1
+    assert cli.parse_args(["tune", "--shape", "4096x4096", "--rounds", "2"]).rounds == 2
+    args = cli.parse_args(["sweep", "--shape", "4096x4096", "--m", "16", "--no-plots", "--out", str(tmp_path)])
+    records = cli.sweep(args)
+    assert timed == ["auto"] + names
+    assert [r["time_us"] for r in records] == [10.0, 11.0, 12.0, 13.0]

@@ -206,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--layout", choices=("auto", *LAYOUTS, "all"), default="auto" if name == "tune" else "all",
                        help="weight layouts whose paths compete: the GPU's own ('auto'), one, or every layout "
                             f"this GPU runs ('all'); default {'auto' if name == 'tune' else 'all'}")
+        p.add_argument("--rounds", type=_positive_int, default=1, help=(
+            "time every case of a cell (M x layout) this many times, interleaved in an order rotated each round, "
+            "and report each case's median round (1): two configs a few percent apart are ranked on the same "
+            "drift of clocks and power"))
     tune = sub.choices["tune"]
     tune.add_argument("--cache", type=pathlib.Path, default=None,
                       help="tuning cache file ($MIXGEMM_CACHE, else $XDG_CACHE_HOME/mixgemm/tuned.json)")
@@ -526,30 +530,40 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
     # timed later in the same cell (H100, M = 16 of 13 shapes; docs/perf-notes/2026-11-26-wide-weight-tiles.md):
     # that case is timed once more first, and the throwaway timing discarded.
     unsettled = set(layouts)
+    rounds = getattr(args, "rounds", 1)
     for M in args.m:
         problem = metrics.Problem(M, N, K, G, ceilings)
         for layout in layouts:
             # What config="auto" does today (tuned cache or heuristic): the line the sweep should beat.
             cases = [("mixgemm:auto", "auto")] + [("mixgemm", v) for v in fitting[(layout, M)]]
-            for peer_label, config in cases:
-                record = _base_record(problem, peer_label, args.dtype)
-                record["layout"] = layout
-                closures, reason = peers.build("mixgemm", M, N, K, G, dtype, copies, config=config, layout=layout)
-                if config != "auto":
-                    record.update(config=config.name, tile=config.kernel_name, stages=getattr(config, "stages", None),
-                                  split_k=config.split_k, split_k_mode=config.split_k_mode, path=config.path)
-                elif closures is not None:
-                    record["config"] = closures.config
-                if closures is None:
-                    record.update(status="unavailable", reason=reason)
-                else:
-                    if layout in unsettled:
-                        unsettled.discard(layout)
-                        _time_case(problem, {}, closures, args)
-                    _time_case(problem, record, closures, args)
-                del closures
+            if rounds == 1:  # each case's plan and output live only while it is timed
+                for peer_label, config in cases:
+                    record, closures = _sweep_case(problem, peer_label, config, layout, args.dtype, copies)
+                    if closures is not None:
+                        if layout in unsettled:
+                            unsettled.discard(layout)
+                            _time_case(problem, {}, closures, args)
+                        _time_case(problem, record, closures, args)
+                    del closures
+                    records.append(record)
+                    progress.step(f"M={M} {record['config'] or ''}")
+                continue
+            # Interleaved rounds: every case's closures stay built (they share the cached weight copies), and each
+            # round starts one case later, so no config is always timed first in a cell.
+            built = [(*_sweep_case(problem, peer_label, config, layout, args.dtype, copies), [])
+                     for peer_label, config in cases]
+            timed = [case for case in built if case[1] is not None]
+            if timed and layout in unsettled:
+                unsettled.discard(layout)
+                _time_case(problem, {}, timed[0][1], args)
+            for r in range(rounds if timed else 0):
+                for record, closures, history in timed[r % len(timed):] + timed[:r % len(timed)]:
+                    if record["status"] != "error":
+                        _time_case(problem, record, closures, args, history)
+            for record, _, _ in built:
                 records.append(record)
                 progress.step(f"M={M} {record['config'] or ''}")
+            del built, timed
     progress.close()
     peers.clear_caches()
 
@@ -565,6 +579,25 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
                 written.append(plotted)
     print("results: " + ", ".join(str(p) for p in written) + "\n")
     return records
+
+
+def _sweep_case(problem: metrics.Problem, peer_label: str, config, layout: str, dtype: str, copies: int):
+    """One sweep case's record (config fields filled) and closures; where the case cannot run, None closures and
+    an "unavailable" record with the reason."""
+    from . import peers
+
+    record = _base_record(problem, peer_label, dtype)
+    record["layout"] = layout
+    closures, reason = peers.build("mixgemm", problem.M, problem.N, problem.K, problem.G, _torch_dtype(dtype),
+                                   copies, config=config, layout=layout)
+    if config != "auto":
+        record.update(config=config.name, tile=config.kernel_name, stages=getattr(config, "stages", None),
+                      split_k=config.split_k, split_k_mode=config.split_k_mode, path=config.path)
+    elif closures is not None:
+        record["config"] = closures.config
+    if closures is None:
+        record.update(status="unavailable", reason=reason)
+    return record, closures
 
 
 def _top(records: list[dict], per_m: int = 5) -> list[dict]:
