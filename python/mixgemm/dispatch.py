@@ -39,12 +39,12 @@ DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 # (docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md) ...
 SM80_ON_SM90_LAYOUT_MAX_M = 16
 # ... but not on small and mid-size weights: up to this many rows and weight elements (K x N) the sm80 tiles
-# (32 x 128; split-K, or stream-K on short K: mixgemm/paths/sm80.py) took 0.65x-0.92x the sm90 GEMM's time at
-# M = 32, where the sm90 kernel's fixed costs (prologue, fill, fixup; 4-6 us) weigh most: on 4096x4096, 2048x8192,
-# 1024x8192 and 8192x1280 (H100, docs/perf-notes/2026-11-26-small-weights-m32.md), then on every shape of 20-64 Mi
-# elements of the DESIGN grid and the Llama-3-70B shards timed (10 on the H200, 3 of them on the H100 too:
-# 4096x11008 0.82x / 0.83x; docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md). Above, the sm90 GEMM's
-# 256-column tiles won on both GPUs (8192x28672, 28672x8192: 0.93x-0.96x the best sm80 config). At M = 64 the two
+# (32 x 128; split-K, or stream-K on short K: mixgemm/paths/sm80.py) beat the sm90 GEMM at M = 32, where the sm90
+# kernel's fixed costs (prologue, fill, fixup; 4-6 us) weigh most: 0.65x-0.88x its time on 4096x4096, 2048x8192,
+# 1024x8192 and 8192x1280 (H100, docs/perf-notes/2026-11-26-small-weights-m32.md), then 0.82x-0.98x on every
+# weight of 20-64 Mi elements timed (eight DESIGN and Llama-3-70B shard shapes on the H200, 8192x2560 and
+# 4096x11008 on the H100 too; docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md). Above, the sm90 GEMM's
+# 256-column tiles won (8192x28672, 28672x8192: 0.94x-0.96x the best sm80 config on the H200). At M = 64 the two
 # were mixed (0.71x-1.06x).
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20

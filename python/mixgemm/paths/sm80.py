@@ -77,7 +77,7 @@ _SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
 
 def _small_m_first(layout: str, N: int, sm_count: int) -> tuple[int, int]:
     """The first 16-row tile for M <= 16 on ``layout`` (see above)."""
-    if layout == "sm90" and -(-N // 128) > sm_count:
+    if layout == "sm90" and math.ceil(N / _SMALL_M_FIRST["sm90"][1]) > sm_count:
         return (16, 256)
     return _SMALL_M_FIRST[layout]
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
@@ -175,8 +175,9 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
 
 
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config:
-    """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles), then stream-K where the
-    rule above has the tile, else split-K until the grid keeps the GPU busy."""
+    """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles); on the sm90 layout
+    split-K for the 16- and 32-row tiles where the rule above finds enough splits; else stream-K where the rule
+    above has the tile, else split-K until the grid keeps the GPU busy."""
     config = _pick_tile(configs, M, layout, N, sm_count)
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M, layout, N, sm_count)
