@@ -7,8 +7,9 @@ The order, per problem (docs/perf-notes/ has the measurements):
   * from :data:`DEQUANT_MIN_M` rows on a layout, the dequant path (cuBLAS outruns the mixed-input GEMMs there by
     more than the expansion costs);
   * else the layout's GEMM: on the sm80 layout the sm80 path; on the sm90 layout the sm80 path's small tiles up to
-    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, and up to :data:`SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M` on small
-    weights (the sm90 GEMM's fixed cost per launch outweighs its faster main loop there), then the sm90 path;
+    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, up to :data:`SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M` on small and
+    mid-size weights, and up to :data:`SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M` where the sm90 GEMM's tiles would
+    give each SM few k-tiles (its fixed cost per launch outweighs its faster main loop there), then the sm90 path;
   * every path that cannot run the problem (its shape rules, its rows) is passed over, and the dequant path, which
     runs the widest shapes, comes last.
 """
@@ -16,7 +17,7 @@ The order, per problem (docs/perf-notes/ has the measurements):
 from __future__ import annotations
 
 from .kernel_key import KernelKey
-from .paths import AUTO, PATHS, GemmConfig, GemmProblem, Gpu
+from .paths import AUTO, PATHS, GemmConfig, GemmProblem, Gpu, sm90
 
 # A batched GEMV for this many rows or fewer: the m8 kernel wastes nothing at M = 8, and from M = 9 the sm80
 # path's 16-row tiles were faster on both layouts (docs/perf-notes/2026-11-23-sm80-tiles-on-sm90-layout.md).
@@ -44,24 +45,37 @@ SM80_ON_SM90_LAYOUT_MAX_M = 16
 # 1024x8192 and 8192x1280 (H100, docs/perf-notes/2026-11-26-small-weights-m32.md), then 0.82x-0.98x on every
 # weight of 20-64 Mi elements timed (eight DESIGN and Llama-3-70B shard shapes on the H200, 8192x2560 and
 # 4096x11008 on the H100 too; docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md). Above, the sm90 GEMM's
-# 256-column tiles won (8192x28672, 28672x8192: 0.94x-0.96x the best sm80 config on the H200). At M = 64 the two
-# were mixed (0.71x-1.06x).
+# 256-column tiles won (8192x28672, 28672x8192: 0.94x-0.96x the best sm80 config on the H200).
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20
+# ... and to 64 rows where the sm90 GEMM's 64 x 128 tiles would give each SM fewer than this many 64-deep k-tiles:
+# there the sm80 path's 32 x 128 tiles took 0.71x-0.73x its time on 8192x1280 (9.7 k-tiles per SM) and
+# 0.80x-0.81x on 1024x8192 (7.8) at M = 64, on the H100 and the H200 alike; at 15.5 (4096x4096, 2048x8192) the sm90
+# GEMM was the best config swept, at 19.4 (8192x2560) the two were within 4%
+# (docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md, docs/perf-notes/2026-11-26-small-weights-m32.md).
+SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M = 64
+SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
+_SM90_TILE_AT_64_ROWS = (64, 128)  # the sm90 path's token x weight tile at M = 33..64 (mixgemm/paths/sm90.py)
 
 
-def sm80_first_on_sm90_layout(problem: GemmProblem) -> bool:
-    """Whether an sm90-layout weight's problem tries the sm80 path's tiles before the sm90 GEMM (see above)."""
+def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
+    """Whether an sm90-layout weight's problem tries the sm80 path's tiles before the sm90 GEMM on a GPU of
+    ``sm_count`` SMs (see above)."""
     if problem.M <= SM80_ON_SM90_LAYOUT_MAX_M:
         return True
-    return (problem.M <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M
-            and problem.K * problem.N <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT)
+    small = problem.K * problem.N <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT
+    if problem.M <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M and small:
+        return True
+    return (problem.M <= SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M
+            and sm90.k_tiles_per_sm(*_SM90_TILE_AT_64_ROWS, problem.M, problem.N, problem.K, sm_count)
+            < SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM)
 
 
-def path_order(problem: GemmProblem, layout: str) -> tuple[str, ...]:
-    """The paths the heuristic tries for ``problem`` on ``layout``, best first (see the module docstring)."""
+def path_order(problem: GemmProblem, layout: str, sm_count: int) -> tuple[str, ...]:
+    """The paths the heuristic tries for ``problem`` on ``layout`` on a GPU of ``sm_count`` SMs, best first (see the
+    module docstring)."""
     if layout == "sm90":
-        gemm = ("sm80", "sm90") if sm80_first_on_sm90_layout(problem) else ("sm90", "sm80")
+        gemm = ("sm80", "sm90") if sm80_first_on_sm90_layout(problem, sm_count) else ("sm90", "sm80")
     else:
         gemm = ("sm80",)
     if problem.M <= DECODE_MAX_M:
@@ -81,7 +95,7 @@ def heuristic(candidates: dict[str, list[GemmConfig]], problem: GemmProblem, key
     """The first path of ``order`` (default :func:`path_order`) whose heuristic picks a config among its
     ``candidates`` that runs ``problem``. RuntimeError when none does."""
     reasons = []
-    for name in order or path_order(problem, key.layout):
+    for name in order or path_order(problem, key.layout, gpu.sm_count):
         path = PATHS[name]
         configs = candidates.get(name, [])
         config = path.choose(configs, problem, key, gpu)

@@ -944,7 +944,7 @@ class TestResolveConfig:
             got = ops.resolve_config(M, pw, "auto")
             problem = GemmProblem(M, 4096, 4096, 128)
             assert got == dispatch.heuristic(dispatch.compiled(pw.key), problem, pw.key, FAKE_GPU)
-            assert got.path == dispatch.path_order(problem, "sm80")[0]
+            assert got.path == dispatch.path_order(problem, "sm80", FAKE_GPU.sm_count)[0]
 
     def test_auto_prefers_a_valid_tuned_entry(self, fake_gpu):
         pw = packed_weight(n=4096, k=4096, groups=32)
@@ -1198,10 +1198,11 @@ class TestLayouts:
     ])
     def test_sm90_weight_sizes(self, cpu_as_cuda, hand_compiled, fake_gpu, k, groups, path):
         # Every such weight is valid: gemm reaches its device check, and the path that runs it is the first of the
-        # order whose rules it meets (64 rows: the sm90 GEMM, then the sm80 path's small tiles, then dequant).
+        # order whose rules it meets (100 rows: the sm90 GEMM, then the sm80 path's tiles, then dequant).
         w = sm90_weight(n=128, k=k, groups=groups)
-        assert dispatch.path_order(GemmProblem(64, 128, k, k // groups), "sm90") == ("sm90", "sm80", "dequant")
-        assert ops.resolve_config(64, w, "auto").path == path
+        order = dispatch.path_order(GemmProblem(100, 128, k, k // groups), "sm90", FAKE_GPU.sm_count)
+        assert order == ("sm90", "sm80", "dequant")
+        assert ops.resolve_config(100, w, "auto").path == path
         device._facts.pop(torch.device("cpu"))  # the real device check now: no GPU here
         with pytest.raises(RuntimeError, match=rf"^gemm: {NO_GPU_MSG}"):
             mixgemm.gemm(torch.zeros(2, k, dtype=F16), w)

@@ -199,7 +199,7 @@ def test_config_sm90_picks_an_sm90_config_even_for_one_row(hand_compiled, fake_g
         got = ops.resolve_config(rows, packed, "sm90")
         assert got == want, rows  # K = 128: too few k-tiles to split
     # What "auto" runs for a few rows is another path; "sm90" forces the sm90 GEMM.
-    assert dispatch.path_order(GemmProblem(1, 128, 128, 64), "sm90")[0] == "decode"
+    assert dispatch.path_order(GemmProblem(1, 128, 128, 64), "sm90", 132)[0] == "decode"
     assert ops.resolve_config(1, packed, "auto") == DECODE_8
     assert ops.resolve_config(1, packed, SM90_PERSISTENT) == SM90_PERSISTENT
     # A long K: the stream-K tile for one row is split (paths.sm90.split_for).

@@ -71,6 +71,7 @@ def test_auto_runs_every_m_on_the_own_layout(dtype):
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G)
     w = reference_weight(ckpt, G)
     bias = torch.randn(N, device=DEVICE).to(dtype)
+    sm_count = torch.cuda.get_device_properties(DEVICE).multi_processor_count
     paths = set()
     for M in M_VALUES:
         config = ops.resolve_config(M, packed, "auto")
@@ -78,8 +79,9 @@ def test_auto_runs_every_m_on_the_own_layout(dtype):
         paths.add(config.path)
         if M <= dispatch.DECODE_MAX_M:  # a few rows: the batched GEMV
             assert config.path == "decode", (M, config.name)
-        elif packed.layout == "sm80" or dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, K, G)):
-            # the sm80 layout's own path; on the sm90 layout its small tiles (up to 16 rows, 32 on small weights)
+        elif packed.layout == "sm80" or dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, K, G), sm_count):
+            # the sm80 layout's own path; on the sm90 layout its small tiles (16 rows; 32 up to 64 Mi elements; 64 where
+            # the sm90 GEMM would give each SM few k-tiles)
             assert config.path == "sm80", (M, config.name)
         elif M >= dispatch.DEQUANT_MIN_M[packed.layout]:  # cuBLAS on the expanded weight
             assert config.path == "dequant", (M, config.name)

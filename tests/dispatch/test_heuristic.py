@@ -52,7 +52,9 @@ def test_the_constants_of_the_order():
     assert dispatch.DECODE_MAX_M == 8
     assert dispatch.DEQUANT_MIN_M == {"sm90": 8192, "sm80": 1024}
     assert dispatch.SM80_ON_SM90_LAYOUT_MAX_M == 16
-    assert (dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M, dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT) == (32, 64 << 20)
+    assert dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M == 32
+    assert dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT == 64 << 20
+    assert (dispatch.SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M, dispatch.SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM) == (64, 12)
 
 
 @pytest.mark.parametrize("layout, M, order", [
@@ -72,7 +74,7 @@ def test_the_constants_of_the_order():
 ])
 def test_path_order(layout, M, order):
     """On 8192 x 28672 (above the small-weight bound)."""
-    assert dispatch.path_order(GemmProblem(M, 28672, 8192, 128), layout) == order
+    assert dispatch.path_order(GemmProblem(M, 28672, 8192, 128), layout, 132) == order
     # Every path that reads the layout is tried, each once, and no other; the decode path only up to its rows.
     assert sorted(order) == sorted(name for name, p in PATHS.items()
                                    if layout in p.layouts and (name != "decode" or M <= dispatch.DECODE_MAX_M))
@@ -84,7 +86,7 @@ def test_path_order(layout, M, order):
     (16, 28672, 8192, "sm80"),
 ])
 def test_small_weights_keep_the_sm80_tiles_to_32_rows_on_the_sm90_layout(M, N, K, first):
-    assert dispatch.path_order(GemmProblem(M, N, K, 128), "sm90")[0] == first
+    assert dispatch.path_order(GemmProblem(M, N, K, 128), "sm90", 132)[0] == first
 
 
 # ===================================================================================================
@@ -144,7 +146,7 @@ def test_sm90_layout_invariants(N, sms):
     for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
         cfg = pick(M, N, 8192, sms)
         assert "sm90" in PATHS[cfg.path].layouts, (M, cfg)
-        mma_sync = dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, 8192, 128))
+        mma_sync = dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, 8192, 128), sms)
         assert cfg.path == ("decode" if M <= 8 else "sm80" if mma_sync else "sm90"), (M, cfg)
         assert PATHS[cfg.path].fits(cfg, GemmProblem(M, N, 8192, 128), SM90) is None, (M, cfg)
         if cfg.path == "sm80":
@@ -157,8 +159,33 @@ def test_sm90_layout_invariants(N, sms):
                                         and tiles * cfg.split_k <= sms), (M, cfg)
         elif cfg.path == "decode":
             assert M <= cfg.rows, (M, cfg)
-        else:
-            assert M <= cfg.tile_m, (M, cfg)
+        else:  # the sm80 tiles take no more rows than the order's bounds: 16-row tiles to 16, 32-row ones to 64
+            bound = dispatch.SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M if cfg.tile_m == 32 else cfg.tile_m
+            assert M <= bound, (M, cfg)
+
+
+@pytest.mark.parametrize("M, N, K, sms, first", [
+    # M = 33..64: the sm80 tiles where the sm90 GEMM's 64 x 128 tiles give each SM under 12 of 64-deep k-tiles.
+    (64, 1280, 8192, 132, "sm80"),    # 10 tiles x 128 k-tiles / 132 = 9.7
+    (33, 1280, 8192, 132, "sm80"),
+    (64, 8192, 1024, 132, "sm80"),    # 64 x 16 / 132 = 7.8
+    (64, 4096, 4096, 132, "sm90"),    # 32 x 64 / 132 = 15.5
+    (64, 8192, 2048, 132, "sm90"),    # 15.5
+    (64, 2560, 8192, 132, "sm90"),    # 19.4
+    (65, 1280, 8192, 132, "sm90"),    # past 64 rows
+    (64, 1280, 8192, 100, "sm90"),    # fewer SMs: 12.8 each
+    (64, 1280, 8192, 107, "sm80"),    # 11.96
+])
+def test_few_k_tiles_per_sm_keep_the_sm80_tiles_to_64_rows(M, N, K, sms, first):
+    assert dispatch.path_order(GemmProblem(M, N, K, 128), "sm90", sms)[0] == first
+    assert pick(M, N, K, sms).path == first
+
+
+def test_few_k_tiles_take_32_row_sm80_tiles():
+    # 8192 x 1280 at M = 64: two row tiles x 10 = 20 tiles, split 8 ways (16 would leave 8 k-tiles each).
+    assert pick(64, 1280, 8192).name == "32x128x64_w32x32x64_s4_k8p"
+    # 1024 x 8192: 16 k-tiles cannot split in 4; stream-K over one block per SM (2 x 64 x 16 units).
+    assert pick(64, 8192, 1024).name == "32x128x64_w32x32x64_s4_sk132"
 
 
 def test_sm90_layout_takes_sm80_tiles_only_below_the_rules_bound():

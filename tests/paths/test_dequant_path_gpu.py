@@ -199,8 +199,10 @@ def test_auto_takes_the_dequant_path_where_the_heuristic_says(monkeypatch):
     kwargs, w64, _ = _checkpoint(K, N, G, torch.float16, 4, seed=9)
     packed = mixgemm.prepack(group_size=G, **kwargs)
 
+    sm_count = torch.cuda.get_device_properties(DEVICE).multi_processor_count
+
     def dequant_first(M):
-        return dispatch.path_order(GemmProblem(M, N, K, G), packed.layout)[0] == "dequant"
+        return dispatch.path_order(GemmProblem(M, N, K, G), packed.layout, sm_count)[0] == "dequant"
 
     for M in (1, 256, 1024, 4096, 8192):
         config = ops.resolve_config(M, packed, "auto")

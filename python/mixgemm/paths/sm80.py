@@ -86,6 +86,11 @@ def _small_m_first(layout: str, N: int, sm_count: int) -> tuple[int, int]:
 # M = 32, H200, same interleaved run).
 _PREFERRED_STAGES = {(16, 128): 4}
 _PREFERRED_STAGES_SM90_LAYOUT = {**_PREFERRED_STAGES, (32, 128): 4}
+# On the sm90 layout `auto` brings M = 33..64 to this path where the sm90 GEMM's tiles would leave each SM few
+# k-tiles (mixgemm/dispatch.py): there 32 x 128 in two row tiles was the best tile swept (8192x1280, 1024x8192; H100
+# and H200), ahead of 64 x 128.
+_SM90_LAYOUT_MID_M_FIRST = (32, 128)
+_SM90_LAYOUT_MID_M = 64
 _LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M, ...) is the large-M tile
 
 # Split-K where stream-K does not apply: up to M = 64 the weight stream dominates (2 M flops per 0.5-byte
@@ -119,8 +124,10 @@ _STREAM_K_MAX_M = 256
 # (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90 GEMM) before. A split
 # of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100 (8192x14336 M = 16,
 # 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles than SMs) the grid is
-# too small or too crowded, and stream-K spreads the k-tiles better (1024x8192 and 2048x8192 at M = 32).
-_SPLIT_K_SM90_LAYOUT_TILES = {(16, 128), (32, 128)}
+# too small or too crowded, and stream-K spreads the k-tiles better (1024x8192 and 2048x8192 at M = 32). 32 x 128
+# keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits took 1.08x / 1.09x the best
+# config (16 splits) and 0.78x the sm90 GEMM's time, on both GPUs; 1024x8192 streams K (0.80x).
+_SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
 _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, 16 x 128 keeps stream-K (8192x2560)
 _SPLIT_K_MIN_K_TILES = 12
 _SPLIT_K_MAX_BLOCKS_PER_SM = 4
@@ -136,8 +143,12 @@ SWEEP_STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, sm_count: int) -> Sm80Config:
     for bound, tiles in _PREFERENCE:
         if M <= bound:
+            first = None
             if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
                 first = _small_m_first(layout, N, sm_count)
+            elif layout == "sm90" and M <= _SM90_LAYOUT_MID_M:
+                first = _SM90_LAYOUT_MID_M_FIRST
+            if first is not None:
                 tiles = (first,) + tuple(t for t in tiles if t != first)
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
@@ -162,7 +173,7 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
 
 def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80Config | None:
     """``config`` split-K as the sm90 layout's rule above gives it, or None where the rule does not apply."""
-    if (config.tile_m, config.tile_n) not in _SPLIT_K_SM90_LAYOUT_TILES or M > config.tile_m:
+    if M > _SPLIT_K_SM90_LAYOUT_MAX_M.get((config.tile_m, config.tile_n), 0):
         return None
     if config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM:
         return None

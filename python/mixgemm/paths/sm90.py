@@ -113,7 +113,9 @@ def _tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
     return math.ceil(M / tile_m) * (N // tile_n)
 
 
-def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
+def k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
+    """The 64-deep k-tiles each SM streams when ``tile_m`` x ``tile_n`` tiles cover an M x N x K problem (the
+    heuristic's measure of whether a tile shape pays; mixgemm.dispatch reads it too)."""
     return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
@@ -121,9 +123,9 @@ def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bo
     """Whether a choice of the M <= 128 buckets gives every SM enough k-tiles: the 256-column tiles and the
     128 x 128 tile (see above); the other choices always."""
     if tile_n == _WIDE_TILE_N:
-        return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+        return k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
     if (tile_m, tile_n) == (128, 128) and M <= 128:
-        return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
+        return k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     return True
 
 
