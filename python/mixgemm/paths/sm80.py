@@ -45,10 +45,14 @@ class Sm80Config(GemmConfig):
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k}_w{self.warp_m}x{self.warp_n}x{self.warp_k}"
                 f"_s{self.stages}")
 
+    def output_tiles(self, M: int, N: int) -> int:
+        """The threadblock tiles covering an M x N output."""
+        return -(-M // self.tile_m) * -(-N // self.tile_n)
+
     def stream_k_units(self, M: int, N: int, K: int) -> int:
         """The units of work a stream-K grid of this tile shares for an M x N x K problem: one k-tile of one output
         tile each, at most one block per unit (cpp/mixgemm/sm80/kernel/stream_k_partition.h)."""
-        return -(-M // self.tile_m) * -(-N // self.tile_n) * (K // self.tile_k)
+        return self.output_tiles(M, N) * (K // self.tile_k)
 
 
 _NAME = re.compile(r"(\d+)x(\d+)x(\d+)_w(\d+)x(\d+)x(\d+)_s(\d+)" + SPLIT_SUFFIX)
@@ -177,7 +181,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
         return None
     if config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM:
         return None
-    tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
+    tiles = config.output_tiles(M, N)
     splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= _SPLIT_K_MIN_K_TILES * k
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
@@ -201,7 +205,7 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
     stream_k = _stream_k(config, M, N, K, sm_count, layout)
     if stream_k is not None:
         return stream_k
-    tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
+    tiles = config.output_tiles(M, N)
     k_tiles = K // config.tile_k
     if config.tile_m in _BLOCKS_PER_SM:
         want = math.ceil(_BLOCKS_PER_SM[config.tile_m] * sm_count / tiles)
