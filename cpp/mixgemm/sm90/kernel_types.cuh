@@ -26,6 +26,7 @@
 #include "mixgemm/sm90/reorder_layout.cuh"
 #include "mixgemm/sm90/self_resetting_stream_k.cuh"
 #include "mixgemm/sm90/sm90_args.h"
+#include "mixgemm/sm90/word_addressed_weight_reads.cuh"
 
 namespace mixgemm::sm90 {
 
@@ -103,12 +104,14 @@ struct KernelTypes {
   // The narrow operand travels as a tuple with its scale (and zero) types: the builder's mixed-input signal.
   using WeightTuple = cute::conditional_t<mode == QuantMode::kScale, cute::tuple<Quant, Element>,
                                           cute::tuple<Quant, Element, Element>>;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using StockMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, WeightTuple, LayoutW, kAlignW, Element, LayoutX,
       kAlignX, Accumulator, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Tags::Kernel>::CollectiveOp;
+  // The builder's collective with its weight codes read in 32-bit words (word_addressed_weight_reads.cuh).
+  using CollectiveMainloop = WordAddressedWeightReads<StockMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, SchedulerTag<scheduler>>;

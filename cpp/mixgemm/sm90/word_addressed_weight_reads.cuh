@@ -1,0 +1,176 @@
+// The consumer side of CUTLASS's register-sourced mixed-input collective, with the weight's shared-memory reads
+// addressed in 32-bit words.
+//
+// The stock collective reads a thread's codes of wgmma k-block k + 2 while k-block k runs, through an int4 (or
+// int8) element pointer: each read recomputes the stage's element offset from the stage index and turns it into
+// bytes through a sign-extended 64-bit shift pair on the uniform datapath. A 64-deep k-step of the fp16 x int4
+// instances (cuobjdump) takes 131-137 instructions with one 64-row wgmma per k-block and 204 with two; those
+// address instructions are issue time, which the cells where the sm90 GEMM is issue-bound (little K per SM,
+// M = 64..512) pay. Read as 32-bit words, a k-block's codes sit at a compile-time offset from one stage base:
+// 110-115 and 180-183 instructions (Machete's 128 x 256 kernel: 116 for one wgmma per k-block). The time:
+// 0.96x-0.99x the stock loop's where it is issue-bound, equal where the wgmmas bound it, outputs bitwise equal
+// (docs/perf-notes/2026-11-26-sm90-word-addressed-weight-reads.md).
+//
+// Everything else is the stock loop's: the conversion one k-block ahead of the wgmma that consumes it, the
+// reads two ahead, and the pipeline protocol (which waits, which releases, one stage left for mma_tail), so the
+// kernel and the producer warps are unchanged. Every other member, type and the Params are the base's: the
+// kernel calls mma() on the collective type it is given, so this one shadows the base's.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "cutlass/gemm/collective/collective_builder.hpp"
+
+namespace mixgemm::sm90 {
+
+template <class Base>
+struct WordAddressedWeightReads : Base {
+  using Stock = Base;  // the builder's collective, whose mma() this one replaces
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::TensorStorage;
+  using typename Base::Params;
+
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum,
+                          int k_tile_count, int thread_idx, TensorStorage& shared_tensors, const Params&) {
+    using namespace cute;
+    // The collective's own conversion and scale-copy helpers (a friend of the base, whose alias is private).
+    using Utils = cutlass::gemm::collective::detail::MixedInputUtils<Base>;
+    using TiledMma = typename Base::TiledMma;
+    static_assert(is_layout<typename Base::SwappedStrideA>::value,
+                  "written for the reordered (layout-typed) weight, whose load fragment mirrors shared memory");
+    constexpr int kThreadsPerWarpGroup = cutlass::NumThreadsPerWarpGroup;
+
+    Tensor sA = as_position_independent_swizzle_tensor(
+        make_tensor(make_smem_ptr(shared_tensors.smem_A.begin()), typename Base::SmemLayoutA{}));  // (N, K, PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.begin()), typename Base::SmemLayoutB{});
+
+    const int warp_group = __shfl_sync(0xffffffff, thread_idx / kThreadsPerWarpGroup, 0);
+    const int warp_group_thread = thread_idx % kThreadsPerWarpGroup;
+    constexpr int kMmaWarpGroups = size(TiledMma{}) / kThreadsPerWarpGroup;
+    const auto warp_groups = make_layout(Int<kMmaWarpGroups>{}, Int<kThreadsPerWarpGroup>{});
+
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_thread_slice(thread_idx);
+    auto warp_group_mma = tiled_mma.get_slice(warp_groups(warp_group));
+    Tensor tCsA = thread_mma.partition_A(sA);                                   // (MMA, MMA_N, MMA_K, PIPE)
+    Tensor tCrA_mma = thread_mma.partition_fragment_A(sA(_, _, Int<0>{}));      // converted, wgmma's operand
+    Tensor tCrA_load = make_tensor_like<typename Base::RealSwappedElementA>(tCsA(_, _, _, Int<0>{}));  // codes
+    Tensor tCsB = warp_group_mma.partition_B(sB);
+    Tensor tCrB = warp_group_mma.make_fragment_B(tCsB);                          // descriptors
+
+    auto extra = Utils::partition_extra_mma_info(thread_mma, shared_tensors);  // scales (and zeros)
+    auto extra_copy = Utils::retile_extra_mma_info(tiled_mma, extra, warp_group_thread);
+
+    constexpr int kBlocks = size<2>(tCrA_load);  // wgmma k-blocks per k-tile
+    // A k-block's converted registers are rewritten while the wgmmas after it run: at most kBlocks - 1 of
+    // them may still be in flight when one is rewritten (that bound is the wait below).
+    constexpr int kInFlight = cute::min(kBlocks - 1, 7);
+    static_assert(kBlocks >= 2, "the conversion runs one k-block ahead");
+
+    // A thread's codes of one k-block (8 int4 or int8 values, contiguous in the reordered layout) as 32-bit words.
+    // The scales (and zeros) of a stage, one row per k-tile (the group is a multiple of 64), come as the
+    // stock loop's Utils::copy_tensors_MK copies them at k-block 0, from the same partitions.
+    Tensor tCsA_words = recast<uint32_t>(tCsA);        // (word, MMA_N, MMA_K, PIPE)
+    Tensor tCrA_words = recast<uint32_t>(tCrA_load);   // (word, MMA_N, MMA_K)
+    static_assert(Base::ModeHasScales, "our weights always carry scales");
+    constexpr bool kZeros = Base::KernelConversionMode == Base::ConversionMode::ConvertAndScaleWithZero;
+    static_assert(tuple_size<decltype(extra)>::value == (kZeros ? 4 : 2) &&
+                      tuple_size<decltype(extra_copy)>::value == (kZeros ? 3 : 2),
+                  "MixedInputUtils' partitions: (sS, rS[, sZ, rZ]) and (copy, rS view[, rZ view])");
+    // Codes are read two k-blocks ahead of their wgmma, one k-block ahead of their conversion, as the stock loop
+    // does: reading a stage's whole k-tile at once saved nothing more and took 1.02x-1.03x the time on the
+    // 256-column tiles (two wgmmas per k-block), where the burst of reads meets the stage's first conversion.
+    constexpr int kAhead = cute::min(2, kBlocks);
+    auto read_block = [&](int k, int stage) { copy(tCsA_words(_, _, k, stage), tCrA_words(_, _, k)); };
+    // A new stage: its scales and the codes of its first kAhead k-blocks.
+    auto read_stage = [&](int stage) {
+      copy(get<0>(extra_copy), get<0>(extra)(_, _, 0, stage), get<1>(extra_copy)(_, _, 0));
+      if constexpr (kZeros) copy(get<0>(extra_copy), get<2>(extra)(_, _, 0, stage), get<2>(extra_copy)(_, _, 0));
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kAhead; ++k) read_block(k, stage);
+    };
+    auto convert = [&](int k) { Utils::dequantize_A_kblock(tCrA_load, tCrA_mma, extra, k); };
+    auto wgmma = [&](int k, int stage) {
+      warpgroup_arrive();
+      cute::gemm(tiled_mma, tCrA_mma(_, _, k), tCrB(_, _, k, stage), accum);
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      warpgroup_commit_batch();
+    };
+
+    PipelineState smem_pipe_release = smem_pipe_read;
+    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(accum);
+
+    // First k-tile: it is never released here (mma_tail releases the one stage this leaves behind).
+    cutlass::ConsumerToken token = pipeline.consumer_try_wait(smem_pipe_read);
+    pipeline.consumer_wait(smem_pipe_read, token);
+    int stage = smem_pipe_read.index();
+    ++smem_pipe_read;
+    token = pipeline.consumer_try_wait(smem_pipe_read);
+    read_stage(stage);
+    convert(0);
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kBlocks; ++k) {
+      wgmma(k, stage);
+      if (k + kAhead < kBlocks) read_block(k + kAhead, stage);
+      if (k + 1 < kBlocks) convert(k + 1);
+    }
+    if (--k_tile_count == 0) {
+      warpgroup_fence_operand(accum);
+      return;
+    }
+    // The next tile's codes overwrite load registers already converted; its block 0 overwrites converted
+    // registers only once the first wgmma that read them has completed.
+    pipeline.consumer_wait(smem_pipe_read, token);
+    read_stage(smem_pipe_read.index());
+    warpgroup_wait<kInFlight>();
+    convert(0);
+
+    warpgroup_fence_operand(accum);
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 1; --k_tile_count) {
+      stage = smem_pipe_read.index();
+      ++smem_pipe_read;
+      warpgroup_fence_operand(accum);
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kBlocks; ++k) {
+        wgmma(k, stage);
+        warpgroup_wait<kInFlight>();
+        if (k == 0) token = pipeline.consumer_try_wait(smem_pipe_read);
+        if (k + 1 < kBlocks) {
+          if (k + kAhead < kBlocks) read_block(k + kAhead, stage);
+          convert(k + 1);
+        } else {
+          // Every wgmma of the previous tile has completed: its stage goes back to the producer.
+          pipeline.consumer_release(smem_pipe_release);
+          ++smem_pipe_release;
+          pipeline.consumer_wait(smem_pipe_read, token);
+          read_stage(smem_pipe_read.index());
+          convert(0);
+        }
+      }
+      warpgroup_fence_operand(accum);
+    }
+
+    // Last k-tile: no next stage to read.
+    stage = smem_pipe_read.index();
+    warpgroup_fence_operand(accum);
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kBlocks; ++k) {
+      wgmma(k, stage);
+      warpgroup_wait<kInFlight>();
+      if (k + 1 < kBlocks) {
+        if (k + kAhead < kBlocks) read_block(k + kAhead, stage);
+        convert(k + 1);
+      } else {
+        pipeline.consumer_release(smem_pipe_release);
+        ++smem_pipe_release;
+      }
+    }
+    warpgroup_fence_operand(accum);
+  }
+};
+
+}  // namespace mixgemm::sm90
