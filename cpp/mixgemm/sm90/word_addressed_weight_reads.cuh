@@ -129,39 +129,13 @@ struct WordAddressedWeightReads : Base {
     warpgroup_wait<kInFlight>();
     convert(0);
 
-    warpgroup_fence_operand(accum);
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; k_tile_count > 1; --k_tile_count) {
-      stage = smem_pipe_read.index();
-      ++smem_pipe_read;
-      warpgroup_fence_operand(accum);
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kBlocks; ++k) {
-        wgmma(k, stage);
-        warpgroup_wait<kInFlight>();
-        if (k == 0) token = pipeline.consumer_try_wait(smem_pipe_read);
-        if (k + 1 < kBlocks) {
-          if (k + kAhead < kBlocks) read_block(k + kAhead, stage);
-          convert(k + 1);
-        } else {
-          // Every wgmma of the previous tile has completed: its stage goes back to the producer.
-          pipeline.consumer_release(smem_pipe_release);
-          ++smem_pipe_release;
-          pipeline.consumer_wait(smem_pipe_read, token);
-          read_stage(smem_pipe_read.index());
-          convert(0);
-        }
-      }
-      warpgroup_fence_operand(accum);
-    }
-
-    // Last k-tile: no next stage to read.
-    stage = smem_pipe_read.index();
-    warpgroup_fence_operand(accum);
-    CUTLASS_PRAGMA_UNROLL
-    for (int k = 0; k < kBlocks; ++k) {
+    // One k-block of a tile after the first: its wgmma; then the next k-block's codes and conversion, or, after the
+    // last k-block, the previous tile's stage back to the producer (all its wgmmas have completed at this wait).
+    // `next_tile`: a later tile follows, whose stage is polled after the first k-block.
+    auto k_block_step = [&](int k, int stage, bool next_tile) {
       wgmma(k, stage);
       warpgroup_wait<kInFlight>();
+      if (next_tile && k == 0) token = pipeline.consumer_try_wait(smem_pipe_read);
       if (k + 1 < kBlocks) {
         if (k + kAhead < kBlocks) read_block(k + kAhead, stage);
         convert(k + 1);
@@ -169,7 +143,28 @@ struct WordAddressedWeightReads : Base {
         pipeline.consumer_release(smem_pipe_release);
         ++smem_pipe_release;
       }
+    };
+
+    warpgroup_fence_operand(accum);
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; k_tile_count > 1; --k_tile_count) {
+      stage = smem_pipe_read.index();
+      ++smem_pipe_read;
+      warpgroup_fence_operand(accum);
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kBlocks; ++k) k_block_step(k, stage, true);
+      // The next tile's stage: its scales and first codes, and its block 0 converted.
+      pipeline.consumer_wait(smem_pipe_read, token);
+      read_stage(smem_pipe_read.index());
+      convert(0);
+      warpgroup_fence_operand(accum);
     }
+
+    // Last k-tile: no next stage to read.
+    stage = smem_pipe_read.index();
+    warpgroup_fence_operand(accum);
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < kBlocks; ++k) k_block_step(k, stage, false);
     warpgroup_fence_operand(accum);
   }
 };
