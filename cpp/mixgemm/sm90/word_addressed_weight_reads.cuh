@@ -38,7 +38,8 @@ struct WordAddressedWeightReads : Base {
     // The collective's own conversion and scale-copy helpers (a friend of the base, whose alias is private).
     using Utils = cutlass::gemm::collective::detail::MixedInputUtils<Base>;
     using TiledMma = typename Base::TiledMma;
-    static_assert(is_layout<typename Base::SwappedStrideA>::value,
+    // The grouped (pointer-array) collective holds a pointer to each group's stride.
+    static_assert(is_layout<cute::remove_pointer_t<typename Base::SwappedStrideA>>::value,
                   "written for the reordered (layout-typed) weight, whose load fragment mirrors shared memory");
     constexpr int kThreadsPerWarpGroup = cutlass::NumThreadsPerWarpGroup;
 

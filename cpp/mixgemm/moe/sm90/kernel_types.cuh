@@ -52,12 +52,15 @@ struct GroupedKernelTypes {
       LayoutD*, kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
 
   using WeightTuple = cute::tuple<Quant, Element, Element>;  // codes, scale, offset: the scale-with-zero mode
-  using CollectiveMainloop = ScaleTensormapFix<typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, WeightTuple, LayoutW*, kAlignW, Element, LayoutX*,
-      kAlignX, Accumulator, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp>;
+  // The builder's collective, its weight codes read in 32-bit words (mixgemm/sm90/word_addressed_weight_reads.cuh),
+  // with the scale descriptor fix.
+  using CollectiveMainloop = ScaleTensormapFix<mixgemm::sm90::WordAddressedWeightReads<
+      typename cutlass::gemm::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, WeightTuple, LayoutW*, kAlignW, Element, LayoutX*,
+          kAlignX, Accumulator, TileShape, ClusterShape,
+          cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+              sizeof(typename CollectiveEpilogue::SharedStorage))>,
+          cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp>>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
