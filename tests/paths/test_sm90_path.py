@@ -359,9 +359,21 @@ def test_sm90_large_m_fills_the_gpu():
     assert pick(256, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
     # 8192 x 8192: 128 tiles of 256 x 64 fill it.
     assert pick(256, 8192, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
-    # Without its stream-K twin a short last wave keeps the persistent tile.
+    # Without its stream-K twin a short last wave goes to the next choice: 896 tiles of 256 x 64 are 6.8 waves (97%).
     no_twin = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
-    assert pick(512, 28672, 8192, configs=no_twin).name == "sm90_256x128x64_c1x1_coop_persistent"
+    assert pick(512, 28672, 8192, configs=no_twin).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
+def test_sm90_tiles_under_one_wave():
+    # 8192 x 14336, M = 256: 112 tiles of 256 x 128 are 0.85 of a wave: persistent (no stream-K fixups).
+    assert pick(256, 14336, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # 4096 x 11008, M = 256: 86 tiles (0.65 of a wave, under the 256 x 128 tile's 0.75); 172 tiles of 256 x 64
+    # ping-pong are 1.3 waves with no twin; 128 x 128 stream-K.
+    assert pick(256, 11008, 4096).name == "sm90_128x128x64_c1x1_coop_streamk"
+    # On 114 SMs the same 86 tiles are 0.75 of one wave: the share reads the SM count.
+    assert pick(256, 11008, 4096, sms=114).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # 8192 x 1280, M = 1024: 40 tiles of 256 x 128; 80 of 256 x 64 ping-pong are past half of one wave.
+    assert pick(1024, 1280, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
 
 
 @pytest.mark.parametrize("K, N, M, split", [

@@ -93,12 +93,24 @@ _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 # 1024x8192 (7.8 k-tiles per SM), 0.80x on 8192x1280 (9.7), 0.92x on 2048x8192 and 0.98x on 4096x4096 (15.5);
 # 1.00x on 8192x2560 (19.4) and 1.10x-1.50x from 27 (3584x8192 and up).
 _TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
-# A persistent tile shape is taken only if it makes at least this share of a wave (fewer tiles leave SMs idle:
-# the next choice has more, smaller tiles); stream-K fills the GPU by construction.
-_MIN_WAVE = 0.5
-# A persistent grid whose last wave is short wastes the idle SMs' share: below this ratio of tiles to (waves x
-# SMs), the stream-K twin of the same tile is used where compiled (8192 x 28672 at M = 512: 448 tiles are 3.4
-# waves, 85%; stream-K took 0.95x the persistent time).
+# A persistent tile shape is taken only if its tiles make at least this share of one wave (fewer leave SMs idle:
+# the next choice has more, smaller tiles); stream-K fills the GPU by construction. For the 256 x 128 tile the
+# share is where 128 x 128 stream-K, the choice that replaces it, breaks even: T tiles under one wave take one
+# 256 x 128 tile time, and 2T half tiles spread over S SMs take (T / S) times alpha of it, where alpha is the
+# half tile's cost per flop against the whole one's. The H100 sweep of 2026-11-26 (five cells of 80-112 tiles)
+# gives alpha = 1.27-1.42, so the break-even share 1 / alpha is 0.70-0.79: 128 x 128 stream-K took 0.82x-0.92x
+# the time at 80-86 tiles (0.61-0.65 of a wave) and 1.08x-1.12x at 112 (0.85). Two 256 x 64 ping-pong tiles
+# share one SM's two math warpgroups, so that tile pays from half a wave (8192x1280 at M = 1024: 80 tiles, the
+# fastest config).
+_MIN_WAVE = {(256, 128): 0.75}
+_MIN_WAVE_DEFAULT = 0.5
+# A persistent grid of several waves whose last one is short wastes the idle SMs' share: below this ratio of
+# tiles to (waves x SMs), the stream-K twin of the same tile is used where compiled (8192 x 28672 at M = 512: 448
+# tiles are 3.4 waves, 85%; stream-K took 0.95x the persistent time); without a twin, the next choice (160-172
+# tiles of 256 x 64 ping-pong, 1.2-1.3 waves: 1.15x-1.34x the time of 128 x 128 stream-K on 4096x11008 at M = 256,
+# 8192x5120 at M = 512 and 8192x2560 at M = 1024). Within one wave the persistent tile stays: there stream-K only
+# splits tiles into fixups (112 tiles of 256 x 128 on 132 SMs: the twin took 1.01x and 1.03x the persistent time
+# on 8192x14336 at M = 256 and 8192x7168 at M = 512).
 _MIN_WAVE_EFFICIENCY = 0.9
 # Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping
 # tiles x split within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Splits above 4 lost in every
@@ -147,13 +159,14 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         if scheduler == "streamk":
             return config
         tiles = _tiles(tile_m, tile_n, M, N)
-        if tiles < _MIN_WAVE * sm_count:
+        if tiles < _MIN_WAVE.get((tile_m, tile_n), _MIN_WAVE_DEFAULT) * sm_count:
             continue
         waves = math.ceil(tiles / sm_count)
+        if waves == 1 or tiles / (waves * sm_count) >= _MIN_WAVE_EFFICIENCY:
+            return config
         twin = by_shape.get((tile_m, tile_n, schedule, "streamk"))
-        if twin is not None and tiles / (waves * sm_count) < _MIN_WAVE_EFFICIENCY:
+        if twin is not None:
             return twin
-        return config
     narrow = [c for c in fitting if c.tile_n < _WIDE_TILE_N] or fitting
     covering = [c for c in narrow if c.tile_m >= M]
     return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
