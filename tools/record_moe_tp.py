@@ -8,8 +8,9 @@
 moe: rows of ``python -m mixgemm bench-moe`` (the peers' MoE harness with mixgemm's grouped kernels added), whole
 layer, AWQ zeros, fp16, group 128, each ratio between peers of one run (and the sm80-layout peer's column, where
 the run has it). tp: the peers harness on Llama-3-70B's
-TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check) and ``python -m mixgemm
-bench``'s read floor at M = 1 and 16.
+TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check; a file of summary ``rows``
+gives that pair per cell) and ``python -m mixgemm bench``'s read floor at M = 1 and 16. Where files overlap, the
+last one given wins.
 """
 
 from __future__ import annotations
@@ -58,16 +59,21 @@ def tp_table(floor_path: str, grid_paths: list[str]) -> str:
             ours_bench[key] = rec["time_us"]
     cells: dict = {}
     for p in grid_paths:
-        for rec in json.load(open(p))["results"]:
+        data = json.load(open(p))
+        for rec in data.get("results", []):
             if rec["ok"] and rec["median_us"]:
                 cells.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = rec["median_us"]
+        # A run whose per-peer JSON was lost keeps the harness's printed summary: ours and the fastest other peer.
+        for row in data.get("rows", []):
+            cells.setdefault((row["K"], row["N"], row["M"]), {}).update(
+                {"mixgemm[zp]": row["mixgemm_zp_us"], row["best_peer"]: row["best_peer_us"]})
     out = ["| K x N | M | mixgemm | best other peer | mixgemm / best | mixgemm / read floor |",
            "|---|---|---|---|---|---|"]
     won = total = 0
     for key in sorted(cells, key=lambda k: (k[0] * k[1], k)):
         p = cells[key]
         ours = p.get("mixgemm[zp]")
-        others = {k: v for k, v in p.items() if k != "mixgemm[zp]"}
+        others = {k: v for k, v in p.items() if not k.startswith("mixgemm")}
         if ours is None or not others:
             continue
         best = min(others, key=others.get)

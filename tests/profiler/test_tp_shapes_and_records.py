@@ -46,10 +46,34 @@ def test_moe_table_of_record():
 def test_tp_table_of_record():
     b = ROOT / "benchmarks"
     table = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
+                                    [str(b / "2026-11-26-h100-tp-shards-partial-peers.json"),
+                                     str(b / "2026-11-26-h100-tp-shards-peers.json")])
+    assert "in 73 of 93 cells" in table
+    assert table in (ROOT / "BENCHMARKS.md").read_text()
+    # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
+    first = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
                                     [str(b / "2026-11-26-h100-tp-shards-tp2-tp4.json"),
                                      str(b / "2026-11-26-h100-tp-shards-tp8.json")])
-    assert "in 33 of 56 cells" in table
-    assert table in (ROOT / "BENCHMARKS.md").read_text()
+    assert "in 33 of 56 cells" in first
+
+
+def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
+    import json
+    floor = tmp_path / "floor.json"
+    floor.write_text(json.dumps({"results": [
+        {"K": 64, "N": 128, "M": 1, "peer": "read_floor", "time_us": 2.0},
+        {"K": 64, "N": 128, "M": 1, "peer": "mixgemm", "time_us": 3.0}]}))
+    runs = tmp_path / "runs.json"  # per-peer rows: mixgemm[sym] is ours, never "the best other peer"
+    runs.write_text(json.dumps({"results": [
+        {"K": 64, "N": 128, "M": 1, "peer": p, "median_us": t, "ok": True}
+        for p, t in (("mixgemm[zp]", 4.0), ("mixgemm[sym]", 1.0), ("machete[zp]", 5.0))]}))
+    summary = tmp_path / "summary.json"  # a later run's printed summary of another cell
+    summary.write_text(json.dumps({"rows": [
+        {"K": 64, "N": 128, "M": 16, "mixgemm_zp_us": 6.0, "best_peer": "ist_marlin[sym]", "best_peer_us": 5.0}]}))
+    table = _record_tool().tp_table(str(floor), [str(runs), str(summary)])
+    assert "| 64x128 | 1 | 4.0 | 5.0 machete[zp] | 0.800 | 1.50x |" in table
+    assert "| 64x128 | 16 | 6.0 | 5.0 ist_marlin[sym] | 1.200 **behind** | - |" in table
+    assert "in 1 of 2 cells" in table
 
 
 @pytest.mark.parametrize("bad", ["tp3", "tp16"])
