@@ -114,8 +114,8 @@ _MIN_WAVE_DEFAULT = 0.5
 _MIN_WAVE_EFFICIENCY = 0.9
 # Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping
 # tiles x split within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Splits above 4 lost in every
-# cell of that study: each split adds a serial link to the tile's fixup chain. A split needs about 16 k-tiles of its
-# own to pay for its link. (On the narrow TP shards a split of 5 took 0.93x-0.995x the time of 4 in three cells,
+# cell of that study: each split adds a partial tile that the tile's last split waits for and adds alone
+# (sm90/self_resetting_stream_k.cuh). A split needs about 16 k-tiles of its own to pay for its partial. (On the narrow TP shards a split of 5 took 0.93x-0.995x the time of 4 in three cells,
 # docs/perf-notes/2026-11-26-sm90-wave-rule.md; the M <= 64 cells a cap of 5 would also change are unmeasured.)
 MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
