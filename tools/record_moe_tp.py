@@ -10,7 +10,7 @@ layer, AWQ zeros, fp16, group 128, each ratio between peers of one run (and the 
 the run has it). tp: the peers harness on Llama-3-70B's
 TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check; a file of summary ``rows``
 gives that pair per cell) and ``python -m mixgemm bench``'s read floor at M = 1 and 16. Where files overlap, the
-last one given wins.
+last one given wins the whole cell.
 """
 
 from __future__ import annotations
@@ -60,13 +60,15 @@ def tp_table(floor_path: str, grid_paths: list[str]) -> str:
     cells: dict = {}
     for p in grid_paths:
         data = json.load(open(p))
+        run: dict = {}
         for rec in data.get("results", []):
             if rec["ok"] and rec["median_us"]:
-                cells.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = rec["median_us"]
+                run.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = rec["median_us"]
         # A run whose per-peer JSON was lost keeps the harness's printed summary: ours and the fastest other peer.
         for row in data.get("rows", []):
-            cells.setdefault((row["K"], row["N"], row["M"]), {}).update(
-                {"mixgemm[zp]": row["mixgemm_zp_us"], row["best_peer"]: row["best_peer_us"]})
+            run[(row["K"], row["N"], row["M"])] = {"mixgemm[zp]": row["mixgemm_zp_us"],
+                                                   row["best_peer"]: row["best_peer_us"]}
+        cells.update(run)  # a later file's cell replaces the whole cell: a ratio never mixes two runs
     out = ["| K x N | M | mixgemm | best other peer | mixgemm / best | mixgemm / read floor |",
            "|---|---|---|---|---|---|"]
     won = total = 0

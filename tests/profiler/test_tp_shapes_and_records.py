@@ -74,6 +74,12 @@ def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
     assert "| 64x128 | 1 | 4.0 | 5.0 machete[zp] | 0.800 | 1.50x |" in table
     assert "| 64x128 | 16 | 6.0 | 5.0 ist_marlin[sym] | 1.200 **behind** | - |" in table
     assert "in 1 of 2 cells" in table
+    # A later run of a cell replaces the whole cell (ours and the peers), so a ratio never mixes two runs.
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"rows": [
+        {"K": 64, "N": 128, "M": 1, "mixgemm_zp_us": 4.5, "best_peer": "gemlite[zp]", "best_peer_us": 6.0}]}))
+    table = _record_tool().tp_table(str(floor), [str(runs), str(summary), str(later)])
+    assert "| 64x128 | 1 | 4.5 | 6.0 gemlite[zp] | 0.750 | 1.50x |" in table
 
 
 @pytest.mark.parametrize("bad", ["tp3", "tp16"])

@@ -99,9 +99,9 @@ _TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
 # 256 x 128 tile time, and 2T half tiles spread over S SMs take (T / S) times alpha of it, where alpha is the
 # half tile's cost per flop against the whole one's. The H100 sweep of 2026-11-26 (five cells of 80-112 tiles)
 # gives alpha = 1.31-1.44, so the break-even share 1 / alpha is 0.69-0.76: 128 x 128 stream-K took 0.83x-0.94x
-# the persistent time at 80-86 tiles (0.61-0.65 of a wave) and 1.11x-1.13x at 112 (0.85). Two 256 x 64 ping-pong tiles
-# share one SM's two math warpgroups, so that tile pays from half a wave (8192x1280 at M = 1024: 80 tiles, the
-# fastest config).
+# the persistent time at 80-86 tiles (0.61-0.65 of a wave) and 1.11x-1.13x at 112 (0.85). Two 256 x 64 ping-pong
+# tiles share one SM's two math warpgroups, so that tile pays from half a wave (8192x1280 at M = 1024: 80 tiles,
+# the fastest config).
 _MIN_WAVE = {(256, 128): 0.75}
 _MIN_WAVE_DEFAULT = 0.5
 # A persistent grid of several waves whose last one is short wastes the idle SMs' share: below this ratio of
@@ -115,8 +115,9 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping
 # tiles x split within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Splits above 4 lost in every
 # cell of that study: each split adds a partial tile that the tile's last split waits for and adds alone
-# (sm90/self_resetting_stream_k.cuh). A split needs about 16 k-tiles of its own to pay for its partial. (On the narrow TP shards a split of 5 took 0.93x-0.995x the time of 4 in three cells,
-# docs/perf-notes/2026-11-26-sm90-wave-rule.md; the M <= 64 cells a cap of 5 would also change are unmeasured.)
+# (sm90/self_resetting_stream_k.cuh). A split needs about 16 k-tiles of its own to pay for its partial. On the
+# narrow TP shards a split of 5 took 0.93x-0.995x the time of 4 in three cells (docs/perf-notes/
+# 2026-11-26-sm90-wave-rule.md); the M <= 64 cells a cap of 5 would also change are unmeasured.
 MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
 
