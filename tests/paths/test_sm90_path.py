@@ -462,7 +462,11 @@ def test_split_variants():
     problem = GemmProblem(64, 4096, 4096, 128)
     assert [v.name for v in PATHS["sm90"].split_variants(streamk.with_split_k(2), problem, H100)] == [
         "sm90_128x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k2s",
-        "sm90_128x128x64_c1x1_coop_streamk_k4s"]
+        "sm90_128x128x64_c1x1_coop_streamk_k3s", "sm90_128x128x64_c1x1_coop_streamk_k4s"]
+    # Every split the heuristic can pick is swept: 8192x1280 at M = 512 gets 20 tiles of 128 x 128 split 3.
+    chosen = pick(512, 1280, 8192)
+    assert chosen.name == "sm90_128x128x64_c1x1_coop_streamk_k3s"
+    assert chosen in PATHS["sm90"].split_variants(chosen, GemmProblem(512, 1280, 8192, 128), H100)
     # At most K / 64 and MAX_SPLIT_K; a persistent config only as it is.
     assert PATHS["sm90"].split_variants(streamk, GemmProblem(64, 4096, 128, 128), H100) == [
         streamk, streamk.with_split_k(2)]

@@ -220,10 +220,12 @@ class Sm90Path(KernelPath):
         return None if config is None else split_for(config, problem.M, problem.N, problem.K, gpu.sm_count)
 
     def split_variants(self, config: Sm90Config, problem: GemmProblem, gpu: Gpu) -> list[Sm90Config]:
+        # Every split split_for can choose (it gives 3 where sm_count // tiles is 3, e.g. 8192x1280 at M = 512), so
+        # the sweep's fastest config is never one the heuristic cannot name and its pick is always among them.
         base = config.with_split_k(1)
         if config.scheduler != "streamk":
             return [base]
-        return [base] + [base.with_split_k(k) for k in (2, 4) if k <= min(problem.K // TILE_K, MAX_SPLIT_K)]
+        return [base] + [base.with_split_k(k) for k in range(2, min(problem.K // TILE_K, MAX_SPLIT_K) + 1)]
 
     def plan(self, config, problem, key, gpu, device):
         if gpu.capability != (9, 0):
