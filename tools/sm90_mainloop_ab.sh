@@ -15,11 +15,11 @@ mkdir -p "$BUILD"
 declare -A CELLS=(
   [256x128_coop_persistent]="8192x28672:4096 8192x8192:4096 4096x4096:1024 8192x8192:1024"
   [64x128_coop_streamk]="4096x4096:64 4096x4096:128 4096x11008:64 11008x4096:64"
+  [256x64_pingpong_persistent]="4096x4096:512 8192x8192:256 11008x4096:512"
+  [128x256_coop_streamk]="8192x28672:128 28672x8192:128"
+  [64x256_coop_streamk]="8192x28672:64 28672x8192:64"
+  [128x128_coop_streamk]="4096x4096:256 11008x4096:128 4096x11008:128"
 )
-CELLS[256x64_pingpong_persistent]="4096x4096:512 8192x8192:256 11008x4096:512"
-CELLS[128x256_coop_streamk]="8192x28672:128 28672x8192:128"
-CELLS[64x256_coop_streamk]="8192x28672:64 28672x8192:64"
-CELLS[128x128_coop_streamk]="4096x4096:256 11008x4096:128 4096x11008:128"
 names=${CONFIGS:-${!CELLS[@]}}
 for name in $names; do
   IFS=_ read -r tile schedule scheduler <<<"$name"

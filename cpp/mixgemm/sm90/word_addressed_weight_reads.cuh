@@ -25,7 +25,6 @@ namespace mixgemm::sm90 {
 
 template <class Base>
 struct WordAddressedWeightReads : Base {
-  using Stock = Base;  // the builder's collective, whose mma() this one replaces
   using typename Base::MainloopPipeline;
   using typename Base::PipelineState;
   using typename Base::TensorStorage;

@@ -220,8 +220,8 @@ class Sm90Path(KernelPath):
         return None if config is None else split_for(config, problem.M, problem.N, problem.K, gpu.sm_count)
 
     def split_variants(self, config: Sm90Config, problem: GemmProblem, gpu: Gpu) -> list[Sm90Config]:
-        # Every split split_for can choose (it gives 3 where sm_count // tiles is 3, e.g. 8192x1280 at M = 512), so
-        # the sweep's fastest config is never one the heuristic cannot name and its pick is always among them.
+        # Every split split_for can choose (3 where sm_count // tiles is 3, e.g. 8192x1280 at M = 512), so auto's
+        # pick is always among the configs the sweep times.
         base = config.with_split_k(1)
         if config.scheduler != "streamk":
             return [base]
