@@ -110,8 +110,9 @@ void launch(const Args& a, cudaStream_t stream) {
            std::to_string(a.lock_count);
   });
   // initialize() only converts the arguments and sets the kernel's shared-memory limit: the stream-K
-  // scheduler's workspace needs no clearing (self_resetting_stream_k.cuh).
-  initialize_and_run<Gemm>(arguments, a.workspace, stream, "gemm_sm90");
+  // scheduler's workspace needs no clearing (self_resetting_stream_k.cuh). A dependent launch (cutlass_run.h):
+  // the grid's launch and prologue overlap the tail of the kernel before it, as the decode path's do.
+  initialize_and_run<Gemm>(arguments, a.workspace, stream, "gemm_sm90", Launch::kProgrammaticDependent);
 }
 
 // The entry points the generator instantiates, in our template vocabulary.

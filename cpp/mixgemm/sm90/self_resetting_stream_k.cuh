@@ -94,7 +94,31 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   }
 
   CUTLASS_HOST_DEVICE SelfResettingStreamK() {}
-  CUTLASS_DEVICE explicit SelfResettingStreamK(Params const& params) : Base(params) {}
+  CUTLASS_DEVICE explicit SelfResettingStreamK(Params const& params) : Base(params), unit_(first_unit(params)) {}
+
+  // The next unit of this CTA: the base's, with unit_ kept in step (see is_last_tile). The kernel's
+  // pipelined overload only forwards here, as the base's does.
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work) {
+    WorkTileInfo probe = work;  // continue_current_work moves its argument on to the unit's next tile
+    if (!Base::continue_current_work(probe)) unit_ += grid_units();
+    return Base::fetch_next_work(work);
+  }
+  template <class Pipeline, class PipelineState>
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work, Pipeline&, PipelineState) {
+    return fetch_next_work(work);
+  }
+
+  // Whether `work` is this CTA's last: the kernel, compiled for dependent launches (cpp/mixgemm/core/
+  // cutlass_run.h), lets the next grid launch once a consumer's last unit has left the mainloop. The
+  // base's version does not compile in the pinned CUTLASS (a const method binds its private unit index to
+  // a non-const reference), so this class follows the CTA's unit index itself, in unit_.
+  CUTLASS_DEVICE bool is_last_tile(WorkTileInfo work, uint32_t advance_count = 1) const {
+    if (Base::continue_current_work(work)) return false;  // the unit goes on into another tile
+    uint32_t unit_iter_start = 0;                         // assign_work's output, not needed here
+    return !Base::get_current_work_for_linear_idx(unit_iter_start, unit_ + grid_units() * advance_count,
+                                                  cute::block_id_in_cluster(), this->scheduler_params)
+                .is_valid();
+  }
 
   // Split-K within one wave keeps one fp32 partial tile per split but the last (see fixup); CUTLASS sizes
   // one per tile.
@@ -201,6 +225,17 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
  private:
   // Floats of one partial tile.
   static constexpr uint64_t kTileElements = cute::size<0>(TileShape{}) * cute::size<1>(TileShape{});
+
+  // A CTA's first unit and the stride between its units, as the base numbers them (its constructor and
+  // advance_to_next_work).
+  CUTLASS_DEVICE static uint64_t first_unit(Params const& params) {
+    return params.raster_order_ == Base::RasterOrder::AlongN
+               ? uint64_t(blockIdx.x) + uint64_t(blockIdx.y) * gridDim.x
+               : uint64_t(blockIdx.x) * gridDim.y + uint64_t(blockIdx.y);
+  }
+  CUTLASS_DEVICE static uint64_t grid_units() { return uint64_t(gridDim.x) * gridDim.y * gridDim.z; }
+
+  uint64_t unit_ = 0;  // the linear index of the CTA's current unit
 };
 
 }  // namespace mixgemm::sm90
