@@ -7,7 +7,9 @@
 // kernels of the sm90 target are compiled with CUTLASS_ENABLE_GDC_FOR_SM90 (CMakeLists.txt), so each producer
 // warp executes griddepcontrol.wait before its first global load and each consumer lets the next grid launch
 // once its last tile's mainloop is done; their consumers touch global memory (split flags, partials, bias, y)
-// only after consuming what those producers loaded. Launched without the attribute, both are no-ops.
+// only after consuming what those producers loaded. Launched without the attribute (the MoE sm90 form), the
+// wait is a no-op, and the release only lets a following dependent grid launch early; that grid waits for
+// this one all the same.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -93,6 +93,9 @@ struct KernelTypes {
 
   using Tags = ScheduleTags<schedule>;
   static constexpr bool kStreamK = scheduler == Scheduler::kStreamK;
+  // CUTLASS's ping-pong kernel rejects its own stream-K tag but not ours, and it advances the scheduler
+  // through calls our stream-K scheduler does not follow (its is_last_tile would then answer wrongly).
+  static_assert(!(kStreamK && schedule == Schedule::kPingpong), "sm90: stream-K runs only the cooperative schedule");
 
   // D = acc + bias[row of D^T] (no C source: ElementC void).
   using Fusion = cutlass::epilogue::fusion::LinCombPerRowBias<Element, float, Element, void, float>;

@@ -110,8 +110,10 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
 
   // Whether `work` is this CTA's last: the kernel, compiled for dependent launches (cpp/mixgemm/core/
   // cutlass_run.h), lets the next grid launch once a consumer's last unit has left the mainloop. The
-  // base's version does not compile in the pinned CUTLASS (a const method binds its private unit index to
-  // a non-const reference), so this class follows the CTA's unit index itself, in unit_.
+  // base's version does not compile in the pinned CUTLASS (a const method binds the member
+  // unit_iter_start_ to a non-const reference), and the CTA's unit index it needs is private, so this
+  // class follows that index itself, in unit_. A wrong answer would only move the release: the next grid
+  // still waits for this one to finish.
   CUTLASS_DEVICE bool is_last_tile(WorkTileInfo work, uint32_t advance_count = 1) const {
     if (Base::continue_current_work(work)) return false;  // the unit goes on into another tile
     uint32_t unit_iter_start = 0;                         // assign_work's output, not needed here
