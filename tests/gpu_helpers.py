@@ -10,13 +10,15 @@ from mixgemm.layouts import sm90 as sm90_layout
 DEVICE = "cuda"
 
 
-def poison_allocator(nbytes: int) -> None:
-    """Fills a block of at least `nbytes` with NaN and frees it back to PyTorch's caching allocator.
+def poison_allocator(nbytes: int, blocks: int = 1) -> None:
+    """Fills `blocks` blocks of at least `nbytes` each with NaN and frees them back to PyTorch's caching allocator.
 
-    The op under test allocates its output with torch.empty right after, which normally reuses this
-    block: any element the kernel fails to write stays NaN and fails the finiteness checks.
+    The op under test allocates its output with torch.empty right after, which normally reuses such a
+    block: any element the kernel fails to write stays NaN and fails the finiteness checks. Several blocks
+    serve several allocations made after one fill (a chain of calls with no other kernel between them).
     """
-    junk = torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device=DEVICE)
+    junk = [torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device=DEVICE)
+            for _ in range(blocks)]
     del junk
 
 

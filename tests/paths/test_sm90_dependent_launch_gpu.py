@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import mixgemm
-from gpu_helpers import DEVICE, check_model_and_math, random_activations, random_int_checkpoint, sm90_layout_terms
-from test_sm90_gpu import _gemm_sm90, _require_sm90, _sm90_configs, _weight
+from gpu_helpers import check_model_and_math, poison_allocator, random_activations, random_int_checkpoint
+from test_sm90_gpu import _gemm_sm90, _model_weight, _require_sm90, _sm90_configs, _weight
 
 pytestmark = pytest.mark.gpu
 
@@ -37,19 +37,11 @@ def _windows(configs, length):
     return [configs[i:i + length] for i in range(0, max(len(configs) - 1, 1), length - 1)]
 
 
-def _poison(blocks: int, nbytes: int) -> None:
-    """Fills `blocks` blocks of `nbytes` with NaN at once and frees them, so the allocations that follow (a
-    chain's outputs, a prepack's buffers) land in NaN; gpu_helpers.poison_allocator's fill kernel before each
-    call would instead be the kernel each GEMM follows."""
-    junk = [torch.full((nbytes // 2 + 1024,), float("nan"), dtype=torch.float16, device=DEVICE)
-            for _ in range(blocks)]
-    del junk
-
-
 def _chain(weights, x, configs):
     """y_i = y_(i-1) @ W_i, the i-th call with configs[i % len(configs)], back to back: the outputs' NaN blocks
-    are filled first, so nothing but the GEMMs runs between them."""
-    _poison(len(weights), x.shape[0] * N * 2)
+    are filled first, all at once (a fill before each call would be the kernel each GEMM follows), so nothing
+    but the GEMMs runs between them."""
+    poison_allocator(x.shape[0] * N * 2, blocks=len(weights))
     outs = []
     for i, (packed, _, _) in enumerate(weights):
         x = _gemm_sm90(x, packed, config=configs[i % len(configs)])
@@ -90,9 +82,8 @@ def test_first_call_after_prepack_reads_the_new_weight():
         torch.manual_seed(i)
         args, keywords, math_w = random_int_checkpoint(K, N, G, dtype, 4, True)
         # The references come from a first prepack of the checkpoint; the GEMM reads a second, fresh one.
-        signed, s, o = sm90_layout_terms(mixgemm.prepack(*args, **keywords, layout="sm90"))
-        model_w = ((signed * s).to(dtype).double() + o).to(dtype).double()
-        _poison(8, max(M * N * 2, K * N // 2))  # the new weight's buffers and the output in NaN
+        model_w = _model_weight(mixgemm.prepack(*args, **keywords, layout="sm90"), dtype, True)
+        poison_allocator(max(M * N * 2, K * N // 2), blocks=8)  # the new weight's buffers and the output in NaN
         packed = mixgemm.prepack(*args, **keywords, layout="sm90")
         out = _gemm_sm90(x, packed, config=config)
         check_model_and_math(out, x, None, model_w, math_w, dtype, config.name)

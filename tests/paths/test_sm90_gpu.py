@@ -63,12 +63,17 @@ def _weight(K, N, G, dtype, bits, zeros):
     args, keywords, math_w = random_int_checkpoint(K, N, G, dtype, bits, zeros)
     packed = mixgemm.prepack(*args, **keywords, layout="sm90")
     assert packed.layout == "sm90" and packed.scale_only == (not zeros)
+    return packed, _model_weight(packed, dtype, zeros), math_w
+
+
+def _model_weight(packed, dtype, zeros):
+    """The kernels' model of an sm90-layout weight: the collective converts, multiplies by the scale and adds
+    the offset in the activation dtype."""
     signed, s, o = sm90_layout_terms(packed)
-    # The collective converts, multiplies by the scale and adds the offset in the activation dtype.
     model_w = (signed * s).to(dtype).double()
     if zeros:
         model_w = (model_w + o).to(dtype).double()
-    return packed, model_w, math_w
+    return model_w
 
 
 @pytest.mark.parametrize("bits", [4, 8])
