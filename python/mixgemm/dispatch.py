@@ -7,9 +7,8 @@ The order, per problem (docs/perf-notes/ has the measurements):
   * from :data:`DEQUANT_MIN_M` rows on a layout, the dequant path (cuBLAS outruns the mixed-input GEMMs there by
     more than the expansion costs);
   * else the layout's GEMM: on the sm80 layout the sm80 path; on the sm90 layout the sm80 path's small tiles up to
-    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, up to :data:`SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M` on small and
-    mid-size weights, and up to :data:`SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M` where the sm90 GEMM's tiles would
-    give each SM few k-tiles (its fixed cost per launch outweighs its faster main loop there), then the sm90 path;
+    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, and up to :data:`SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M` where the sm90
+    GEMM's tiles are too few to fill the GPU even split, then the sm90 path;
   * every path that cannot run the problem (its shape rules, its rows) is passed over, and the dequant path, which
     runs the widest shapes, comes last.
 """
@@ -35,27 +34,21 @@ DECODE_MAX_M = 8
 DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 
 # On the sm90 layout the sm80 path's mma.sync tiles (compiled for it for small M) take up to this many rows: at
-# M = 16 they won on all six DESIGN shapes by 2-23% over the sm90 GEMM's best split config; from M = 32 the sm90
-# GEMM won on the DESIGN shapes now that its stream-K needs no per-launch memset
-# (docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md) ...
+# M = 16 they won on all six DESIGN shapes by 2-23% over the sm90 GEMM's best split config
+# (docs/perf-notes/2026-11-23-sm80-tiles-on-sm90-layout.md), and in the H100 sweep of 2026-11-26 (after the sm90
+# GEMM became a programmatic dependent) still on 15 of 18 DESIGN and TP shapes, the other three within 1%
+# (docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md) ...
 SM80_ON_SM90_LAYOUT_MAX_M = 16
-# ... but not on small and mid-size weights: up to this many rows and weight elements (K x N) the sm80 tiles
-# (32 x 128; split-K, or stream-K on short K: mixgemm/paths/sm80.py) beat the sm90 GEMM at M = 32, where the sm90
-# kernel's fixed costs (prologue, fill, fixup; 4-6 us) weigh most: 0.65x-0.88x its time on 4096x4096, 2048x8192,
-# 1024x8192 and 8192x1280 (H100, docs/perf-notes/2026-11-26-small-weights-m32.md), then 0.82x-0.98x on every
-# weight of 20-64 Mi elements timed (eight DESIGN and Llama-3-70B shard shapes on the H200, 8192x2560 and
-# 4096x11008 on the H100 too; docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md). Above, the sm90 GEMM's
-# 256-column tiles won (8192x28672, 28672x8192: 0.94x-0.96x the best sm80 config on the H200).
-SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
-SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20
-# ... and to 64 rows where the sm90 GEMM's 64 x 128 tiles would give each SM fewer than this many 64-deep k-tiles:
-# there the sm80 path's 32 x 128 tiles took 0.71x-0.73x its time on 8192x1280 (9.7 k-tiles per SM) and
-# 0.80x-0.81x on 1024x8192 (7.8) at M = 64, on the H100 and the H200 alike; at 15.5 (4096x4096, 2048x8192) the sm90
-# GEMM was the best config swept, at 19.4 (8192x2560) the two were within 4%
-# (docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md, docs/perf-notes/2026-11-26-small-weights-m32.md).
-SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M = 64
-SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
-_SM90_TILE_AT_64_ROWS = (64, 128)  # the sm90 path's token x weight tile at M = 33..64 (mixgemm/paths/sm90.py)
+# ... and up to 64 rows where the sm90 GEMM's tiles are too few to fill the GPU: its stream-K splits K at most
+# paths.sm90.MAX_SPLIT_K ways, so fewer than sm_count / (2 x MAX_SPLIT_K) tiles (16 of 132 SMs) leave more than
+# half the SMs idle, where the sm80 path splits K up to 16 ways. Of the DESIGN and TP shapes only 8192x1280 (10
+# tiles of 128 columns) has so few; there the sm80 tiles took 0.86x / 0.98x the sm90 GEMM's best time at M = 32 /
+# 64. Wherever the sm90 tiles number more (sixteen shapes at M = 32, fifteen at M = 64) the sm90 GEMM won or tied
+# in that sweep: 0.84x-1.00x the best sm80 config (the dependent launch took 0.2-3 us off each sm90 call; before
+# it the sm80 tiles had won at M = 32 on every weight up to 64 Mi elements).
+SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M = 64
+_SM90_TOKEN_TILE = {32: 32, 64: 64}  # the sm90 path's token tile up to 32 and up to 64 rows (mixgemm/paths/sm90.py)
+_SM90_WEIGHT_TILE = 128
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
@@ -63,12 +56,11 @@ def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
     ``sm_count`` SMs (see above)."""
     if problem.M <= SM80_ON_SM90_LAYOUT_MAX_M:
         return True
-    small = problem.K * problem.N <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT
-    if problem.M <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M and small:
-        return True
-    return (problem.M <= SM80_ON_SM90_LAYOUT_FEW_K_TILES_MAX_M
-            and sm90.k_tiles_per_sm(*_SM90_TILE_AT_64_ROWS, problem.M, problem.N, problem.K, sm_count)
-            < SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM)
+    if problem.M > SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M:
+        return False
+    token_tile = next(tile for bound, tile in _SM90_TOKEN_TILE.items() if problem.M <= bound)
+    tiles = sm90.output_tiles(token_tile, _SM90_WEIGHT_TILE, problem.M, problem.N)
+    return 2 * sm90.MAX_SPLIT_K * tiles < sm_count
 
 
 def path_order(problem: GemmProblem, layout: str, sm_count: int) -> tuple[str, ...]:

@@ -459,7 +459,7 @@ def test_sm90_weight_runs_the_sm80_tiles_compiled_for_its_layout(sm90_build, mon
             "sm80", SM80_TILE.kernel_name, M, "sm90"), M
     mixgemm.gemm(torch.zeros(16, K, dtype=F16), packed_weight())
     assert (gpu.launches[-1]["path"], gpu.launches[-1]["layout"]) == ("sm80", "sm80")
-    # Up to 64 rows on this tiny weight (4 k-tiles of one 128-column tile: far under 12 per SM for the sm90 GEMM) the
+    # Up to 64 rows on this tiny weight (one 128-column tile: far too few for the sm90 GEMM to fill the GPU) the
     # sm80 tiles, from 65 the sm90 GEMM (dispatch.sm80_first_on_sm90_layout).
     mixgemm.gemm(torch.zeros(64, K, dtype=F16), sm90_weight())
     assert gpu.launches[-1]["path"] == "sm80"

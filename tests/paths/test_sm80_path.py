@@ -452,7 +452,7 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     (16, 14336, 8192, 4),    # 112 tiles x 8 = 896 > 528
     (16, 8192, 28672, 8),    # 448 k-tiles; 64 tiles x 16 = 1024 > 528
     (12, 8192, 8192, 8),     # every M of the 16-row tile
-    # 32 rows, any weight up to 64 Mi elements (dispatch keeps the sm80 tiles there).
+    # 32 rows (dispatch runs the sm80 tiles there where the sm90 GEMM's tiles are few: 8192 x 1280).
     (32, 11008, 4096, 4),
     (32, 1280, 8192, 8),     # 10 tiles: 16 splits would leave 8 k-tiles each
     (32, 4096, 4096, 4),

@@ -308,8 +308,13 @@ def test_sm90_token_tile_by_m(M, name):
     # 56 x 128 = 54 per SM: wide to M = 64, not at 128 (which wants 96).
     (8192, 14336, 64, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
     (8192, 14336, 128, "sm90_128x128x64_c1x1_coop_streamk"),
-    # 43 x 64 = 21 per SM: narrow.
-    (4096, 11008, 32, "sm90_32x128x64_c1x1_coop_streamk"),
+    # 43 x 64 = 21 per SM, but 86 narrow tiles fill 0.65 of the 132 SMs unsplit and 43 wide ones split 3 fill 0.98:
+    # wide up to M = 64; at 128 the 128 x 128 tile.
+    (4096, 11008, 32, "sm90_32x256x64_c1x1_coop_streamk_k3s"),
+    (4096, 11008, 64, "sm90_64x256x64_c1x1_coop_streamk_k3s"),
+    (4096, 11008, 128, "sm90_128x128x64_c1x1_coop_streamk"),
+    # 40 narrow tiles split 3 fill 0.91: narrow.
+    (8192, 5120, 32, "sm90_32x128x64_c1x1_coop_streamk_k3s"),
     # M = 16 and M > 128 never take it.
     (8192, 28672, 16, "sm90_16x128x64_c1x1_coop_streamk"),
     (8192, 28672, 4096, "sm90_256x128x64_c1x1_coop_persistent"),
@@ -317,6 +322,17 @@ def test_sm90_token_tile_by_m(M, name):
 def test_sm90_wide_weight_tile_on_large_weights(K, N, M, name):
     assert pick(M, N, K).name == name
     assert PATHS["sm90"].choose(SM90_FULL, GemmProblem(M, N, K, 128), SM90, H100).name == name
+
+
+def test_sm90_wide_tile_fills_where_the_narrow_one_idles_by_sm_count():
+    # 4096 x 11008 at M = 32: 86 tiles of 128 columns, 43 of 256.
+    assert pick(32, 11008, 4096, 132).name == "sm90_32x256x64_c1x1_coop_streamk_k3s"  # 0.65 against 129 / 132
+    # 114 SMs: the 86 narrow tiles fill 0.75 of them, enough.
+    assert pick(32, 11008, 4096, 114).name == "sm90_32x128x64_c1x1_coop_streamk"
+    # 128 SMs: the narrow tiles fill 0.67, but the wide ones split only 2 ways (86 of 128): no better.
+    assert pick(32, 11008, 4096, 128).name == "sm90_32x128x64_c1x1_coop_streamk"
+    # K too short to split the wide tile 3 ways (16 k-tiles a split): narrow.
+    assert pick(32, 11008, 2048, 132).name == "sm90_32x128x64_c1x1_coop_streamk"
 
 
 @pytest.mark.parametrize("K, N, M, name", [
@@ -381,7 +397,8 @@ def test_sm90_tiles_under_one_wave():
     (8192, 4096, 128, 4),   # 32 tiles of 128 x 128
     (8192, 8192, 64, 2),    # 64 tiles: 2 x 64 = 128
     (11008, 4096, 64, 4),
-    (4096, 11008, 64, 1),   # 86 tiles: more than half the SMs, stream-K as it is
+    (4096, 11008, 64, 3),   # 43 tiles of 64 x 256 (86 of 64 x 128 would be more than half the SMs: unsplit)
+    (8192, 14336, 64, 2),   # 56 tiles of 64 x 256
     (8192, 28672, 128, 1),  # 224 tiles
     (2048, 4096, 128, 2),   # 32 k-tiles: 16 per split at least
     (1024, 4096, 128, 1),   # 16 k-tiles: nothing to split

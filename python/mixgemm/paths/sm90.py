@@ -87,6 +87,16 @@ _CHOICES = (
 # fewer; at M = 128 0.88x and 0.98x at 109 (8192x28672, 28672x8192) but 1.04x-1.06x at 54.
 _WIDE_TILE_N = 256
 _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
+# Below that, up to 64 rows, the 256-column tile also pays where it fills the GPU and the 128-column one cannot:
+# 128-column tiles making over half a wave get no split (split_for), so at 0.5-0.75 of a wave a quarter or more of
+# the SMs idle, while half as many 256-column tiles split to fill at least 0.9 of one. On 4096x11008 (86 tiles of
+# 128 columns, 43 of 256 split 3 = 129 units on 132 SMs) 256 columns split 3 took 0.86x the 128-column tile's
+# time at M = 32 and 0.85x at M = 64 (H100 sweep of 2026-11-26, docs/perf-notes/
+# 2026-11-26-m17-64-sm90-after-dependent-launch.md); at 0.85 of a wave or more (8192x5120, 8192x7168, and 8192
+# columns split 2) the 128-column split was best or within 3%.
+_WIDE_FILL_MAX_M = 64
+_NARROW_IDLE_FILL = 0.75
+_WIDE_SPLIT_MIN_FILL = 0.9
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
@@ -122,7 +132,7 @@ MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
 
 
-def _tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
+def output_tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
     """The output tiles of an M x N problem (the token tiles covering M times the weight tiles of N)."""
     return math.ceil(M / tile_m) * (N // tile_n)
 
@@ -130,14 +140,32 @@ def _tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
 def k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
     """The 64-deep k-tiles each SM streams when ``tile_m`` x ``tile_n`` tiles cover an M x N x K problem (the
     heuristic's measure of whether a tile shape pays; mixgemm.dispatch reads it too)."""
-    return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
+    return output_tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
+
+
+def _split(tiles: int, K: int, sm_count: int) -> int:
+    """The split-K of a stream-K config with ``tiles`` output tiles (see split_for)."""
+    return max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
+
+
+def _wide_fills_where_narrow_idles(tile_m: int, M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether, up to 64 rows, 256-column tiles split fill the GPU where the 128-column ones leave a quarter of
+    it idle (see above)."""
+    if M > _WIDE_FILL_MAX_M or N % _WIDE_TILE_N:
+        return False
+    narrow = output_tiles(tile_m, _WIDE_TILE_N // 2, M, N)
+    wide = output_tiles(tile_m, _WIDE_TILE_N, M, N)
+    narrow_fill = narrow * _split(narrow, K, sm_count) / sm_count
+    wide_fill = wide * _split(wide, K, sm_count) / sm_count
+    return narrow_fill < _NARROW_IDLE_FILL and _WIDE_SPLIT_MIN_FILL <= wide_fill <= 1
 
 
 def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bool:
-    """Whether a choice of the M <= 128 buckets gives every SM enough k-tiles: the 256-column tiles and the
-    128 x 128 tile (see above); the other choices always."""
+    """Whether a choice of the M <= 128 buckets gives every SM enough k-tiles: the 256-column tiles (or, up to 64
+    rows, fill the GPU where 128 columns cannot) and the 128 x 128 tile (see above); the other choices always."""
     if tile_n == _WIDE_TILE_N:
-        return k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+        return (k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+                or _wide_fills_where_narrow_idles(tile_m, M, N, K, sm_count))
     if (tile_m, tile_n) == (128, 128) and M <= 128:
         return k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     return True
@@ -160,7 +188,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
             continue
         if scheduler == "streamk":
             return config
-        tiles = _tiles(tile_m, tile_n, M, N)
+        tiles = output_tiles(tile_m, tile_n, M, N)
         if tiles < _MIN_WAVE.get((tile_m, tile_n), _MIN_WAVE_DEFAULT) * sm_count:
             continue
         waves = math.ceil(tiles / sm_count)
@@ -180,9 +208,7 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
     split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split; others unsplit."""
     if config.scheduler != "streamk":
         return config
-    tiles = _tiles(config.tile_m, config.tile_n, M, N)
-    split = min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT)
-    return config.with_split_k(split) if split >= 2 else config.with_split_k(1)
+    return config.with_split_k(_split(output_tiles(config.tile_m, config.tile_n, M, N), K, sm_count))
 
 
 @functools.cache
