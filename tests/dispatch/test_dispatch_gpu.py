@@ -325,3 +325,23 @@ def test_prepack_refuses_offsets_that_overflow_the_dtype(layout):
     with pytest.raises(ValueError, match=r"^prepack: offsets \(the folded zero points in the activation dtype\) "
                                          r"holds 1 NaN or infinite value\(s\)"):
         mixgemm.prepack(ckpt["qweight"], scales, qzeros, G, layout=layout)
+
+
+@pytest.mark.parametrize("M", [17, 32, 48, 64])
+def test_a_narrow_sm90_layout_weight_runs_the_sm80_tiles_split_deep(M):
+    # 8192 x 1280 (10 column tiles on 132 SMs): up to 64 rows the sm80 tiles, split K 16 ways of 8 k-tiles
+    # (paths/sm80.py's narrow-weight rule); each split's partial summed by the second kernel.
+    if not _sm90_runs_here():
+        pytest.skip("needs the sm90 layout on this GPU")
+    K, N, G = 8192, 1280, 128
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout="sm90")
+    config = ops.resolve_config(M, packed, "auto")
+    if torch.cuda.get_device_properties(DEVICE).multi_processor_count > 8 * (N // 128):  # 81 SMs and more
+        assert (config.path, config.split_k, config.split_k_mode) == ("sm80", 16, "parallel"), config.name
+    x = random_activations(M, K, torch.float16)
+    poison_allocator(M * N * 4 * 16)
+    out = mixgemm.gemm(x, packed)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    assert relative_error(out, x.double() @ reference_weight(ckpt, G)) < MATH_TOL[torch.float16], config.name

@@ -115,8 +115,8 @@ def test_sm90_layout_takes_the_decode_path_then_the_sm80_tiles():
         assert pick(17, N, K).path == "sm90" and pick(64, N, K).path == "sm90", (N, K)
     assert pick(32).name == "sm90_32x128x64_c1x1_coop_streamk_k4s"  # 32 tiles split 4: 128 CTAs
     assert pick(33).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
-    # 8192 x 1280: 10 tiles; the sm80 tiles split 16 ways would leave 8 k-tiles each: 8 ways.
-    assert pick(32, 1280, 8192).name == "32x128x64_w32x32x64_s4_k8p"
+    # 8192 x 1280: 10 column tiles; the sm80 tiles split 16 ways (8 k-tiles each: few column tiles).
+    assert pick(32, 1280, 8192).name == "32x128x64_w32x32x64_s4_k16p"
     # A build without sm80 tiles for the sm90 layout: the sm90 GEMM takes every row above the decode path (the
     # m16 decode kernel too is passed over from 9 rows).
     assert pick(9, cands=SM90_ONLY).name == "sm90_16x128x64_c1x1_coop_streamk_k4s"
@@ -172,8 +172,8 @@ def test_sm90_layout_invariants(N, sms):
 
 
 def test_few_sm90_tiles_take_32_row_sm80_tiles():
-    # 8192 x 1280 at M = 64: two row tiles x 10 = 20 tiles, split 8 ways (16 would leave 8 k-tiles each).
-    assert pick(64, 1280, 8192).name == "32x128x64_w32x32x64_s4_k8p"
+    # 8192 x 1280 at M = 64: two row tiles x 10 = 20 tiles, split 16 ways (8 k-tiles each; 320 blocks).
+    assert pick(64, 1280, 8192).name == "32x128x64_w32x32x64_s4_k16p"
     # 1024 x 8192 has 64 tiles: the sm90 GEMM, unsplit (16 k-tiles cannot split in 2 of 16).
     assert pick(64, 8192, 1024).name == "sm90_64x128x64_c1x1_coop_streamk"
 

@@ -454,7 +454,11 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     (12, 8192, 8192, 8),     # every M of the 16-row tile
     # 32 rows (dispatch runs the sm80 tiles there where the sm90 GEMM's tiles are few: 8192 x 1280).
     (32, 11008, 4096, 4),
-    (32, 1280, 8192, 8),     # 10 tiles: 16 splits would leave 8 k-tiles each
+    (32, 1280, 8192, 16),    # 10 column tiles (under 132 / 8): splits of 8 k-tiles
+    (64, 1280, 8192, 16),    # 20 tiles x 16 = 320 blocks
+    (32, 1280, 4096, 8),     # 64 k-tiles: 8 splits of 8
+    (32, 1280, 8192 + 64, 16),
+    (32, 2176, 8192, 8),     # 17 column tiles: 12 k-tiles a split (128 / 12 -> 8 splits)
     (32, 4096, 4096, 4),
     (17, 8192, 8192, 8),
 ])

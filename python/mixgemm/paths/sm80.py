@@ -130,12 +130,20 @@ _STREAM_K_MAX_M = 256
 # 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles than SMs) the grid is
 # too small or too crowded, and stream-K spreads the k-tiles better (1024x8192 and 2048x8192 at M = 32). 32 x 128
 # keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits took 1.08x / 1.09x the best
-# config (16 splits) and 0.78x the sm90 GEMM's time, on both GPUs; 1024x8192 streams K (0.80x).
+# config (16 splits: see the narrow weights below) and 0.78x the sm90 GEMM's time, on both GPUs; 1024x8192 streams
+# K (0.80x).
 _SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
 _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, 16 x 128 keeps stream-K (8192x2560)
 _SPLIT_K_MIN_K_TILES = 12
 _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
+# Where the weight has few column tiles (under sm_count / 8, dispatch.py's measure of a weight too narrow for the
+# sm90 GEMM) every split adds only that many blocks, and splits of 8 k-tiles paid: 8192x1280 (10 column tiles) took
+# 0.98x / 0.93x the time at 16 splits of 8 k-tiles as at 8 of 16, at M = 32 / 64 (H100 sweep of 2026-11-26,
+# docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md; the M = 16 / 32 split study measured 0.97x /
+# 0.92x-0.93x on the H100 and the H200).
+_SPLIT_K_NARROW_MIN_K_TILES = 8
+_SPLIT_K_NARROW_COLUMN_TILES_PER_SM = 1 / 8
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
 
@@ -182,7 +190,9 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     if config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM:
         return None
     tiles = config.output_tiles(M, N)
-    splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= _SPLIT_K_MIN_K_TILES * k
+    narrow = N // config.tile_n < _SPLIT_K_NARROW_COLUMN_TILES_PER_SM * sm_count
+    min_k_tiles = _SPLIT_K_NARROW_MIN_K_TILES if narrow else _SPLIT_K_MIN_K_TILES
+    splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= min_k_tiles * k
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
         return None
