@@ -36,19 +36,19 @@ DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 # On the sm90 layout the sm80 path's mma.sync tiles (compiled for it for small M) take up to this many rows: at
 # M = 16 they won on all six DESIGN shapes by 2-23% over the sm90 GEMM's best split config
 # (docs/perf-notes/2026-11-23-sm80-tiles-on-sm90-layout.md), and in the H100 sweep of 2026-11-26 (after the sm90
-# GEMM became a programmatic dependent) still on 15 of 18 DESIGN and TP shapes, the other three within 1%
+# GEMM became a programmatic dependent) still on 14 of the 17 DESIGN and TP shapes; the sm90 GEMM led by under 1%
+# on 2048x8192 and 4096x4096, the m16 decode kernel by 4% on 1024x8192
 # (docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md) ...
 SM80_ON_SM90_LAYOUT_MAX_M = 16
 # ... and up to 64 rows where the sm90 GEMM's tiles are too few to fill the GPU: its stream-K splits K at most
 # paths.sm90.MAX_SPLIT_K ways, so fewer than sm_count / (2 x MAX_SPLIT_K) tiles (16 of 132 SMs) leave more than
 # half the SMs idle, where the sm80 path splits K up to 16 ways. Of the DESIGN and TP shapes only 8192x1280 (10
 # tiles of 128 columns) has so few; there the sm80 tiles took 0.86x / 0.98x the sm90 GEMM's best time at M = 32 /
-# 64. Wherever the sm90 tiles number more (sixteen shapes at M = 32, fifteen at M = 64) the sm90 GEMM won or tied
-# in that sweep: 0.84x-1.00x the best sm80 config (the dependent launch took 0.2-3 us off each sm90 call; before
-# it the sm80 tiles had won at M = 32 on every weight up to 64 Mi elements).
+# 64. Wherever the sm90 tiles number more (sixteen shapes swept at M = 32, twelve at M = 64) the sm90 GEMM won or
+# tied in that sweep: 0.71x-1.01x the best sm80 config's time, 1.01x on 1024x8192 at M = 32 (6.51 against 6.47 us;
+# the dependent launch took 0.2-3 us off each sm90 call; before it the sm80 tiles had won at M = 32 on every
+# weight up to 64 Mi elements).
 SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M = 64
-_SM90_TOKEN_TILE = {32: 32, 64: 64}  # the sm90 path's token tile up to 32 and up to 64 rows (mixgemm/paths/sm90.py)
-_SM90_WEIGHT_TILE = 128
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
@@ -58,9 +58,7 @@ def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
         return True
     if problem.M > SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M:
         return False
-    token_tile = next(tile for bound, tile in _SM90_TOKEN_TILE.items() if problem.M <= bound)
-    tiles = sm90.output_tiles(token_tile, _SM90_WEIGHT_TILE, problem.M, problem.N)
-    return 2 * sm90.MAX_SPLIT_K * tiles < sm_count
+    return 2 * sm90.MAX_SPLIT_K * sm90.narrow_tiles(problem.M, problem.N) < sm_count
 
 
 def path_order(problem: GemmProblem, layout: str, sm_count: int) -> tuple[str, ...]:

@@ -137,9 +137,17 @@ def output_tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
     return math.ceil(M / tile_m) * (N // tile_n)
 
 
+def narrow_tiles(M: int, N: int) -> int:
+    """The output tiles of the 128-column choice of M's bucket (M <= 128): how many tiles the sm90 GEMM has to
+    spread over the SMs at small M (mixgemm.dispatch reads it)."""
+    choices = next(choices for bound, choices in _CHOICES if M <= bound)
+    tile_m = next(tile_m for tile_m, tile_n, _, _ in choices if tile_n == _WIDE_TILE_N // 2)
+    return output_tiles(tile_m, _WIDE_TILE_N // 2, M, N)
+
+
 def k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
     """The 64-deep k-tiles each SM streams when ``tile_m`` x ``tile_n`` tiles cover an M x N x K problem (the
-    heuristic's measure of whether a tile shape pays; mixgemm.dispatch reads it too)."""
+    heuristic's measure of whether a tile shape pays)."""
     return output_tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
