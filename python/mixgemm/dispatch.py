@@ -42,7 +42,8 @@ DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 SM80_ON_SM90_LAYOUT_MAX_M = 16
 # ... and up to 64 rows where the sm90 GEMM's tiles are too few to fill the GPU: its stream-K splits K at most
 # paths.sm90.MAX_SPLIT_K ways, so fewer than sm_count / (2 x MAX_SPLIT_K) tiles (16 of 132 SMs) leave more than
-# half the SMs idle, where the sm80 path splits K up to 16 ways. Of the DESIGN and TP shapes only 8192x1280 (10
+# half the SMs idle, where the sm80 path splits K up to 16 ways (an N that 128 columns do not divide counts as no
+# such tile: the sm90 GEMM would fall back to 256-row tiles). Of the DESIGN and TP shapes only 8192x1280 (10
 # tiles of 128 columns) has so few; there the sm80 tiles took 0.86x / 0.98x the sm90 GEMM's best time at M = 32 /
 # 64. Wherever the sm90 tiles number more (sixteen shapes swept at M = 32, twelve at M = 64) the sm90 GEMM won or
 # tied in that sweep: 0.71x-1.01x the best sm80 config's time, 1.01x on 1024x8192 at M = 32 (6.51 against 6.47 us;

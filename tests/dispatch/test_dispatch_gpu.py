@@ -173,7 +173,7 @@ def test_sm90_weights_need_a_hopper_gpu_for_their_gemm():
     w = reference_weight(ckpt, G)
     x = random_activations(4, K, torch.float16)
     assert relative_error(mixgemm.gemm(x, packed), x.double() @ w) < 3e-3
-    # 128 rows: the sm90 GEMM's own bucket on this small weight (at 33..64 rows the sm80 path's tiles come
+    # 128 rows: the sm90 GEMM's own bucket on this small weight (at 17..64 rows the sm80 path's tiles come
     # first where the sm90 GEMM's tiles are too few to fill the GPU: dispatch.sm80_first_on_sm90_layout).
     x = random_activations(128, K, torch.float16)
     if _own_layout() == "sm90":

@@ -71,7 +71,7 @@ def test_the_constants_of_the_order():
     ("sm90", 8192, ("dequant", "sm90", "sm80")),
 ])
 def test_path_order(layout, M, order):
-    """On 8192 x 28672 (above the small-weight bound)."""
+    """On 8192 x 28672 (224 tiles of 128 columns: never too few for the sm90 GEMM)."""
     assert dispatch.path_order(GemmProblem(M, 28672, 8192, 128), layout, 132) == order
     # Every path that reads the layout is tried, each once, and no other; the decode path only up to its rows.
     assert sorted(order) == sorted(name for name, p in PATHS.items()
@@ -85,6 +85,9 @@ def test_path_order(layout, M, order):
     # ... but where its tiles of 128 columns number under 132 / 8 = 16.5 the sm80 tiles, up to 64 rows.
     (17, 1280, 8192, "sm80"), (32, 1280, 8192, "sm80"), (33, 1280, 8192, "sm80"), (64, 1280, 8192, "sm80"),
     (65, 1280, 8192, "sm90"), (32, 2048, 1024, "sm80"), (32, 2048 + 128, 1024, "sm90"),
+    # The bound counts tiles, not the split K allows: 1024 x 8192's 64 tiles run the sm90 GEMM unsplit (16 k-tiles),
+    # which won there at M = 32 / 64 all the same.
+    (64, 8192, 1024, "sm90"),
 ])
 def test_few_sm90_tiles_keep_the_sm80_tiles_to_64_rows_on_the_sm90_layout(M, N, K, first):
     assert dispatch.path_order(GemmProblem(M, N, K, 128), "sm90", 132)[0] == first
@@ -171,6 +174,15 @@ def test_sm90_layout_invariants(N, sms):
             assert M <= bound, (M, cfg)
 
 
+def test_an_n_the_128_column_sm90_tiles_cannot_cover_keeps_the_sm80_tiles_to_64_rows():
+    # 8256 columns: only the sm90 path's 256 x 64 ping-pong tile divides N (its fallback, 256 rows for 32), so the
+    # sm80 tiles come first up to 64 rows; above, the sm90 GEMM as before.
+    for M in (17, 32, 64):
+        assert dispatch.path_order(GemmProblem(M, 8192 + 64, 8192, 128), "sm90", 132)[0] == "sm80", M
+        assert pick(M, 8192 + 64, 8192).path == "sm80", M
+    assert pick(65, 8192 + 64, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
 def test_few_sm90_tiles_take_32_row_sm80_tiles():
     # 8192 x 1280 at M = 64: two row tiles x 10 = 20 tiles, split 16 ways (8 k-tiles each; 320 blocks).
     assert pick(64, 1280, 8192).name == "32x128x64_w32x32x64_s4_k16p"
@@ -225,9 +237,10 @@ def test_dequant_path_from_its_threshold_per_layout():
 
 
 def test_sm90_without_a_tile_of_n():
+    # (N = 4160 is no multiple of 128: up to 64 rows the sm80 tiles are tried first, dispatch.py.)
     only_128 = candidates(sm90=[c for c in SM90_FULL if c.tile_n == 128])
     with pytest.raises(RuntimeError, match=r"^mixgemm: no kernel path runs M = 64, N = 4160, K = 4096, group_size = "
-                                           r"128 for fp16-int4-sm90-scale_offset \(sm90: .*; sm80: .*\)$"):
+                                           r"128 for fp16-int4-sm90-scale_offset \(sm80: .*; sm90: .*\)$"):
         pick(64, 4160, 4096, cands=only_128)
     # The decode path needs no sm90 tile: a few rows still run.
     assert pick(4, 4160, 4096, cands=only_128).path == "decode"

@@ -459,6 +459,8 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     (32, 1280, 4096, 8),     # 64 k-tiles: 8 splits of 8
     (32, 1280, 8192 + 64, 16),
     (32, 2176, 8192, 8),     # 17 column tiles: 12 k-tiles a split (128 / 12 -> 8 splits)
+    (32, 2112, 8192, 8),     # 16.5 column tiles round up to 17: not narrow
+    (16, 1280, 32768, 16),   # 16 rows, 40 Mi elements: 512 k-tiles, 16 splits of 32 either way
     (32, 4096, 4096, 4),
     (17, 8192, 8192, 8),
 ])

@@ -86,14 +86,15 @@ _CHOICES = (
 # 128-column tile's time at M = 32 and 64 from 54 k-tiles per SM (8192x14336 up) and 0.98x-1.27x at 31 and
 # fewer; at M = 128 0.88x and 0.98x at 109 (8192x28672, 28672x8192) but 1.04x-1.06x at 54.
 _WIDE_TILE_N = 256
+_NARROW_TILE_N = 128
 _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 # Below that, up to 64 rows, the 256-column tile also pays where it fills the GPU and the 128-column one cannot:
 # 128-column tiles making over half a wave get no split (split_for), so at 0.5-0.75 of a wave a quarter or more of
 # the SMs idle, while half as many 256-column tiles split to fill at least 0.9 of one. On 4096x11008 (86 tiles of
-# 128 columns, 43 of 256 split 3 = 129 units on 132 SMs) 256 columns split 3 took 0.86x the 128-column tile's
-# time at M = 32 and 0.85x at M = 64 (H100 sweep of 2026-11-26, docs/perf-notes/
-# 2026-11-26-m17-64-sm90-after-dependent-launch.md); at 0.85 of a wave or more (8192x5120, 8192x7168, and 8192
-# columns split 2) the 128-column split was best or within 3%.
+# 128 columns, 43 of 256 split 3 = 129 units on 132 SMs) 256 columns split 3 took 0.86x / 0.85x the unsplit
+# 128-column tile's time at M = 32 / 64 (0.86x / 0.90x the best 128-column config; H100 sweep of 2026-11-26,
+# docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md); at 0.85 of a wave or more (8192x5120,
+# 8192x7168, and 8192 columns split 2) the 128-column split was best or within 1.7%.
 _WIDE_FILL_MAX_M = 64
 _NARROW_IDLE_FILL = 0.75
 _WIDE_SPLIT_MIN_FILL = 0.9
@@ -139,10 +140,13 @@ def output_tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
 
 def narrow_tiles(M: int, N: int) -> int:
     """The output tiles of the 128-column choice of M's bucket (M <= 128): how many tiles the sm90 GEMM has to
-    spread over the SMs at small M (mixgemm.dispatch reads it)."""
+    spread over the SMs at small M (mixgemm.dispatch reads it); 0 where 128 columns do not divide N (the heuristic
+    then falls back to a 64-column tile of 256 rows)."""
+    if N % _NARROW_TILE_N:
+        return 0
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
-    tile_m = next(tile_m for tile_m, tile_n, _, _ in choices if tile_n == _WIDE_TILE_N // 2)
-    return output_tiles(tile_m, _WIDE_TILE_N // 2, M, N)
+    tile_m = next(tile_m for tile_m, tile_n, _, _ in choices if tile_n == _NARROW_TILE_N)
+    return output_tiles(tile_m, _NARROW_TILE_N, M, N)
 
 
 def k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
@@ -161,11 +165,11 @@ def _wide_fills_where_narrow_idles(tile_m: int, M: int, N: int, K: int, sm_count
     it idle (see above)."""
     if M > _WIDE_FILL_MAX_M or N % _WIDE_TILE_N:
         return False
-    narrow = output_tiles(tile_m, _WIDE_TILE_N // 2, M, N)
+    narrow = output_tiles(tile_m, _NARROW_TILE_N, M, N)
     wide = output_tiles(tile_m, _WIDE_TILE_N, M, N)
     narrow_fill = narrow * _split(narrow, K, sm_count) / sm_count
     wide_fill = wide * _split(wide, K, sm_count) / sm_count
-    return narrow_fill < _NARROW_IDLE_FILL and _WIDE_SPLIT_MIN_FILL <= wide_fill <= 1
+    return narrow_fill < _NARROW_IDLE_FILL and wide_fill >= _WIDE_SPLIT_MIN_FILL  # a split never passes one wave
 
 
 def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bool:
