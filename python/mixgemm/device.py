@@ -1,5 +1,5 @@
-"""What the library reads of a GPU, once per device: its name, SM count and compute capability (the paths'
-heuristics and the tuning cache read them), after the device passed the support check."""
+"""What the library reads of a GPU, once per device: its name, SM count, compute capability and memory bandwidth
+(the paths' heuristics and the tuning cache read them), after the device passed the support check."""
 
 from __future__ import annotations
 
@@ -17,5 +17,14 @@ def facts(fn: str, device: torch.device) -> Gpu:
     if gpu is None:
         _checks.check_device_supported(fn, device)
         props = torch.cuda.get_device_properties(device)
-        gpu = _facts[device] = Gpu(props.name, props.multi_processor_count, (props.major, props.minor))
+        gpu = _facts[device] = Gpu(props.name, props.multi_processor_count, (props.major, props.minor),
+                                   memory_bandwidth(props))
     return gpu
+
+
+def memory_bandwidth(props) -> float:
+    """The DRAM's peak bytes per second from CUDA device properties: two transfers per memory clock (kHz) over the
+    bus (bits), e.g. an H100 SXM's 2619 MHz x 5120 bits = 3.35 TB/s. 0 where the properties lack either."""
+    clock_khz = getattr(props, "memory_clock_rate", 0) or 0
+    bus_bits = getattr(props, "memory_bus_width", 0) or 0
+    return 2 * clock_khz * 1e3 * bus_bits / 8

@@ -371,10 +371,21 @@ def test_device_rules_are_still_checked_once_per_device(gpu, monkeypatch):
 
 def test_device_facts_are_read_once(gpu):
     facts = device.facts("gemm", torch.device("cpu"))
-    assert (facts.name, facts.sm_count, facts.capability) == (GPU, 132, (9, 0))
+    assert (facts.name, facts.sm_count, facts.capability, facts.memory_bandwidth) == (GPU, 132, (9, 0), 0.0)
     assert device.facts("gemm", torch.device("cpu")) is facts
     assert gpu.calls["properties"] == 1 and gpu.calls["cuda_device_count"] == 1
     assert device._facts == {torch.device("cpu"): facts}
+
+
+def test_memory_bandwidth_from_the_device_properties():
+    # Two transfers per memory clock over the bus: an H100 SXM reports 2619 MHz and 5120 bits (3.35 TB/s), an H200
+    # 3201 MHz and 6144 bits (4.92 TB/s); a driver that reports neither gives 0 (unknown).
+    h100 = SimpleNamespace(memory_clock_rate=2_619_000, memory_bus_width=5120)
+    assert device.memory_bandwidth(h100) == pytest.approx(3.352e12, rel=1e-3)
+    h200 = SimpleNamespace(memory_clock_rate=3_201_000, memory_bus_width=6144)
+    assert device.memory_bandwidth(h200) == pytest.approx(4.917e12, rel=1e-3)
+    assert device.memory_bandwidth(SimpleNamespace()) == 0.0
+    assert device.memory_bandwidth(SimpleNamespace(memory_clock_rate=2_619_000, memory_bus_width=0)) == 0.0
 
 
 def test_tracing_still_records_the_custom_op(gpu):

@@ -34,8 +34,8 @@ SETS = {
 SM80_ON_SM90_FULL = set_configs("full", "sm80", SM90)
 
 
-def heuristic(configs, M, N, K, sms=132, layout="sm80"):
-    return sm80_path.heuristic(configs, M, N, K, sms, layout)
+def heuristic(configs, M, N, K, sms=132, layout="sm80", memory_bandwidth=0.0):
+    return sm80_path.heuristic(configs, M, N, K, sms, layout, memory_bandwidth)
 
 
 # ===================================================================================================
@@ -442,6 +442,35 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     # Where a build lacks 16 x 128 for the sm90 layout, the next preferred tile takes M <= 16.
     without = [c for c in SM80_ON_SM90_FULL if (c.tile_m, c.tile_n) != (16, 128)]
     assert heuristic(without, 16, 4096, 4096, layout="sm90").tile_n == 256
+
+
+H100_BANDWIDTH, H200_BANDWIDTH = 3.35e12, 4.8e12
+
+
+@pytest.mark.parametrize("M", [1, 9, 16])
+def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
+    # 8192 x 28672 on the sm90 layout (224 column tiles of 128 on 132 SMs): 16 x 256, split 2 ways on a GPU under
+    # 4 TB/s, stream-K over 2 blocks per SM on a faster one or where the bandwidth is unknown (0).
+    def pick(bandwidth, N=28672, K=8192, layout="sm90", configs=SM80_ON_SM90_FULL):
+        cfg = heuristic(configs, M, N, K, 132, layout, bandwidth)
+        return (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode)
+    assert pick(H100_BANDWIDTH) == (16, 256, 2, "parallel")
+    assert pick(H200_BANDWIDTH) == pick(0.0) == (16, 256, 264, "streamk")
+    # Short K (16 k-tiles: not two splits of 12) keeps stream-K.
+    assert pick(H100_BANDWIDTH, K=1024)[3] == "streamk"
+    # Weights whose 128-column tiles do not outnumber the SMs, and the sm80 layout, read no bandwidth.
+    for N, layout, configs in ((8192, "sm90", SM80_ON_SM90_FULL), (28672, "sm80", SETS["full"])):
+        assert pick(H100_BANDWIDTH, N=N, layout=layout, configs=configs) == pick(H200_BANDWIDTH, N=N, layout=layout,
+                                                                                   configs=configs)
+    # The path's choose passes the GPU's bandwidth on.
+    h100 = dataclasses.replace(H100, memory_bandwidth=H100_BANDWIDTH)
+    assert PATHS["sm80"].choose(SM80_ON_SM90_FULL, GemmProblem(M, 28672, 8192, 128), SM90, h100).split_k == 2
+
+
+def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
+    for bandwidth in (H100_BANDWIDTH, H200_BANDWIDTH):
+        cfg = heuristic(SM80_ON_SM90_FULL, 17, 28672, 8192, 132, "sm90", bandwidth)
+        assert (cfg.tile_m, cfg.tile_n) == (32, 128), bandwidth
 
 
 @pytest.mark.parametrize("M, N, K, split", [

@@ -41,11 +41,13 @@ class GemmProblem:
 
 @dataclasses.dataclass(frozen=True)
 class Gpu:
-    """What a path's heuristic reads of the GPU a plan runs on."""
+    """What a path's heuristic reads of the GPU a plan runs on: ``memory_bandwidth`` is the DRAM's peak in bytes per
+    second as the driver reports its clock and bus width (0 where it does not)."""
 
     name: str
     sm_count: int
     capability: tuple[int, int]
+    memory_bandwidth: float = 0.0
 
 
 class GemmConfig:

@@ -79,19 +79,31 @@ _PREFERENCE = (
 _SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
 
 
+# Those 16 x 256 tiles' split follows the DRAM's speed: on the H100 (3.35 TB/s) two splits took 0.95x-0.97x the
+# time of stream-K over 2 blocks per SM (8192x28672, M = 16: 52.14 against 54.74 us in that study, 54.75 / 53.29
+# against 56.34 / 56.41 in the two H100 sweeps of docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md),
+# on the H200 (4.8 TB/s) 1.05x (49.95 against 47.58): a faster DRAM needs more bytes in flight to cover its
+# latency (Little's law), which stream-K's 264 blocks keep and two splits' 224 do not. The bound sits between the
+# two GPUs measured; a GPU whose bandwidth the driver does not report keeps stream-K.
+_WIDEST_TWO_SPLITS_BELOW_BANDWIDTH = 4.0e12  # bytes per second
+
+
+def _widest(layout: str, N: int, sm_count: int) -> bool:
+    """Whether a weight's 128-column tiles outnumber the SMs on the sm90 layout (see above)."""
+    return layout == "sm90" and math.ceil(N / _SMALL_M_FIRST["sm90"][1]) > sm_count
+
+
 def _small_m_first(layout: str, N: int, sm_count: int) -> tuple[int, int]:
     """The first 16-row tile for M <= 16 on ``layout`` (see above)."""
-    if layout == "sm90" and math.ceil(N / _SMALL_M_FIRST["sm90"][1]) > sm_count:
-        return (16, 256)
-    return _SMALL_M_FIRST[layout]
+    return (16, 256) if _widest(layout, N, sm_count) else _SMALL_M_FIRST[layout]
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
 # each other, and less shared memory per block). On the sm90 layout 32 x 128 takes 4 too: its split-K rule below
 # was measured with 4 stages, and over one stream-K block per SM 4 stages took 0.97x the time of 3 (4096x4096,
 # M = 32, H200, same interleaved run).
 _PREFERRED_STAGES = {(16, 128): 4}
 _PREFERRED_STAGES_SM90_LAYOUT = {**_PREFERRED_STAGES, (32, 128): 4}
-# On the sm90 layout `auto` brings M = 33..64 to this path where the sm90 GEMM's tiles would leave each SM few
-# k-tiles (mixgemm/dispatch.py): there 32 x 128 in two row tiles was the best tile swept (8192x1280, 1024x8192; H100
+# On the sm90 layout `auto` brings M = 17..64 to this path where the sm90 GEMM's tiles are too few
+# (mixgemm/dispatch.py): at M = 33..64 32 x 128 in two row tiles was the best tile swept (8192x1280, 1024x8192; H100
 # and H200), ahead of 64 x 128.
 _SM90_LAYOUT_MID_M_FIRST = (32, 128)
 _SM90_LAYOUT_MID_M = 64
@@ -200,11 +212,17 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     return config.with_split_k(max(splits), "parallel")
 
 
-def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80") -> Sm80Config:
+def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80",
+              memory_bandwidth: float = 0.0) -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles); on the sm90 layout
-    split-K for the 16- and 32-row tiles where the rule above finds enough splits; else stream-K where the rule
-    above has the tile, else split-K until the grid keeps the GPU busy."""
+    split-K for the 16- and 32-row tiles where the rule above finds enough splits, and two splits of the widest
+    weights' 16 x 256 tiles on a GPU of under 4 TB/s (``memory_bandwidth``, bytes per second; 0: unknown); else
+    stream-K where the rule above has the tile, else split-K until the grid keeps the GPU busy."""
     config = _pick_tile(configs, M, layout, N, sm_count)
+    if ((config.tile_m, config.tile_n) == (16, 256) and M <= 16 and _widest(layout, N, sm_count)
+            and 0 < memory_bandwidth < _WIDEST_TWO_SPLITS_BELOW_BANDWIDTH
+            and K // config.tile_k >= 2 * _SPLIT_K_MIN_K_TILES):
+        return config.with_split_k(2, "parallel")
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M, layout, N, sm_count)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
@@ -255,7 +273,7 @@ class Sm80Path(KernelPath):
     def choose(self, configs, problem, key, gpu) -> Sm80Config | None:
         if not configs:
             return None
-        return heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count, key.layout)
+        return heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count, key.layout, gpu.memory_bandwidth)
 
     def split_variants(self, config: Sm80Config, problem: GemmProblem, gpu: Gpu) -> list[Sm80Config]:
         base = config.with_split_k(1, "none")
