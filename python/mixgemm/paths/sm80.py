@@ -196,8 +196,14 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
 
-def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80Config | None:
-    """``config`` split-K as the sm90 layout's rule above gives it, or None where the rule does not apply."""
+def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int,
+                         memory_bandwidth: float) -> Sm80Config | None:
+    """``config`` split-K as the sm90 layout's rules above give it (the 16- and 32-row tiles; the widest weights'
+    16 x 256 tiles by the GPU's bandwidth), or None where no rule applies."""
+    if ((config.tile_m, config.tile_n) == (16, 256) and M <= 16 and _widest("sm90", N, sm_count)
+            and 0 < memory_bandwidth < _WIDEST_TWO_SPLITS_BELOW_BANDWIDTH
+            and K // config.tile_k >= 2 * _SPLIT_K_MIN_K_TILES):
+        return config.with_split_k(2, "parallel")
     if M > _SPLIT_K_SM90_LAYOUT_MAX_M.get((config.tile_m, config.tile_n), 0):
         return None
     if config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM:
@@ -219,16 +225,12 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
     weights' 16 x 256 tiles on a GPU of under 4 TB/s (``memory_bandwidth``, bytes per second; 0: unknown); else
     stream-K where the rule above has the tile, else split-K until the grid keeps the GPU busy."""
     config = _pick_tile(configs, M, layout, N, sm_count)
-    if ((config.tile_m, config.tile_n) == (16, 256) and M <= 16 and _widest(layout, N, sm_count)
-            and 0 < memory_bandwidth < _WIDEST_TWO_SPLITS_BELOW_BANDWIDTH
-            and K // config.tile_k >= 2 * _SPLIT_K_MIN_K_TILES):
-        return config.with_split_k(2, "parallel")
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M, layout, N, sm_count)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
             config = large
     if layout == "sm90":
-        split = _sm90_layout_split_k(config, M, N, K, sm_count)
+        split = _sm90_layout_split_k(config, M, N, K, sm_count, memory_bandwidth)
         if split is not None:
             return split
     stream_k = _stream_k(config, M, N, K, sm_count, layout)

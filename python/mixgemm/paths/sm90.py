@@ -133,7 +133,7 @@ MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
 
 
-def output_tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
+def _tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
     """The output tiles of an M x N problem (the token tiles covering M times the weight tiles of N)."""
     return math.ceil(M / tile_m) * (N // tile_n)
 
@@ -146,13 +146,13 @@ def narrow_tiles(M: int, N: int) -> int:
         return 0
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     tile_m = next(tile_m for tile_m, tile_n, _, _ in choices if tile_n == _NARROW_TILE_N)
-    return output_tiles(tile_m, _NARROW_TILE_N, M, N)
+    return _tiles(tile_m, _NARROW_TILE_N, M, N)
 
 
-def k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
+def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> float:
     """The 64-deep k-tiles each SM streams when ``tile_m`` x ``tile_n`` tiles cover an M x N x K problem (the
     heuristic's measure of whether a tile shape pays)."""
-    return output_tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
+    return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
 def _split(tiles: int, K: int, sm_count: int) -> int:
@@ -165,8 +165,8 @@ def _wide_fills_where_narrow_idles(tile_m: int, M: int, N: int, K: int, sm_count
     it idle (see above)."""
     if M > _WIDE_FILL_MAX_M or N % _WIDE_TILE_N:
         return False
-    narrow = output_tiles(tile_m, _NARROW_TILE_N, M, N)
-    wide = output_tiles(tile_m, _WIDE_TILE_N, M, N)
+    narrow = _tiles(tile_m, _NARROW_TILE_N, M, N)
+    wide = _tiles(tile_m, _WIDE_TILE_N, M, N)
     narrow_fill = narrow * _split(narrow, K, sm_count) / sm_count
     wide_fill = wide * _split(wide, K, sm_count) / sm_count
     return narrow_fill < _NARROW_IDLE_FILL and wide_fill >= _WIDE_SPLIT_MIN_FILL  # a split never passes one wave
@@ -176,10 +176,10 @@ def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bo
     """Whether a choice of the M <= 128 buckets gives every SM enough k-tiles: the 256-column tiles (or, up to 64
     rows, fill the GPU where 128 columns cannot) and the 128 x 128 tile (see above); the other choices always."""
     if tile_n == _WIDE_TILE_N:
-        return (k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
+        return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
                 or _wide_fills_where_narrow_idles(tile_m, M, N, K, sm_count))
     if (tile_m, tile_n) == (128, 128) and M <= 128:
-        return k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
+        return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     return True
 
 
@@ -200,7 +200,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
             continue
         if scheduler == "streamk":
             return config
-        tiles = output_tiles(tile_m, tile_n, M, N)
+        tiles = _tiles(tile_m, tile_n, M, N)
         if tiles < _MIN_WAVE.get((tile_m, tile_n), _MIN_WAVE_DEFAULT) * sm_count:
             continue
         waves = math.ceil(tiles / sm_count)
@@ -220,7 +220,7 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
     split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split; others unsplit."""
     if config.scheduler != "streamk":
         return config
-    return config.with_split_k(_split(output_tiles(config.tile_m, config.tile_n, M, N), K, sm_count))
+    return config.with_split_k(_split(_tiles(config.tile_m, config.tile_n, M, N), K, sm_count))
 
 
 @functools.cache
