@@ -7,8 +7,10 @@ The order, per problem (docs/perf-notes/ has the measurements):
   * from :data:`DEQUANT_MIN_M` rows on a layout, the dequant path (cuBLAS outruns the mixed-input GEMMs there by
     more than the expansion costs);
   * else the layout's GEMM: on the sm80 layout the sm80 path; on the sm90 layout the sm80 path's small tiles up to
-    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, and up to :data:`SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M` where the sm90
-    GEMM's tiles are too few to fill the GPU even split, then the sm90 path;
+    :data:`SM80_ON_SM90_LAYOUT_MAX_M` rows, up to :data:`SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M` on small and
+    mid-size weights, and up to :data:`SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M` where the sm90 GEMM's tiles are too few
+    to fill the GPU or give each SM few k-tiles (its fixed cost per launch outweighs its faster main loop there, in
+    a model's order of kernels), then the sm90 path;
   * every path that cannot run the problem (its shape rules, its rows) is passed over, and the dequant path, which
     runs the widest shapes, comes last.
 """
@@ -40,26 +42,39 @@ DEQUANT_MIN_M = {"sm90": 8192, "sm80": 1024}
 # on 2048x8192 and 4096x4096, the m16 decode kernel by 4% on 1024x8192
 # (docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md) ...
 SM80_ON_SM90_LAYOUT_MAX_M = 16
-# ... and up to 64 rows where the sm90 GEMM's tiles are too few to fill the GPU: its stream-K splits K at most
-# paths.sm90.MAX_SPLIT_K ways, so fewer than sm_count / (2 x MAX_SPLIT_K) tiles (16 of 132 SMs) leave more than
-# half the SMs idle, where the sm80 path splits K up to 16 ways (an N that 128 columns do not divide counts as no
-# such tile: the sm90 GEMM would fall back to 256-row tiles). Of the DESIGN and TP shapes only 8192x1280 (10
-# tiles of 128 columns) has so few; there the sm80 tiles took 0.86x / 0.98x the sm90 GEMM's best time at M = 32 /
-# 64. Wherever the sm90 tiles number more (sixteen shapes swept at M = 32, twelve at M = 64) the sm90 GEMM won or
-# tied in that sweep: 0.71x-1.01x the best sm80 config's time, 1.01x on 1024x8192 at M = 32 (6.51 against 6.47 us;
-# the dependent launch took 0.2-3 us off each sm90 call; before it the sm80 tiles had won at M = 32 on every
-# weight up to 64 Mi elements).
+# ... up to 32 rows on weights of up to 64 Mi elements (K x N) ...
+SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
+SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20
+# ... and up to 64 rows where the sm90 GEMM's 128-column tiles are too few to fill the GPU even split (its
+# stream-K splits K at most paths.sm90.MAX_SPLIT_K ways, so under sm_count / (2 x MAX_SPLIT_K) tiles leave more
+# than half the SMs idle; an N that 128 columns do not divide counts as none) or give each SM fewer than this many
+# 64-deep k-tiles (8192x1280: 9.7, 1024x8192: 7.8).
 SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M = 64
+SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
+# Why, where the sm90 GEMM's wgmma main loop is the faster one: its fixed cost per launch (prologue, pipeline
+# fill, stream-K fixup; 2-3 us more than the mma.sync tiles') is paid in full wherever the kernel before it is not
+# one of ours. The sm90 GEMM launches as a programmatic dependent, so back to back (the peers harness, the sweep)
+# it hides that cost under the previous GEMM's tail; in a model the kernel before a projection is a norm, an
+# activation or attention, and it does not. Timed after an elementwise kernel that writes its input
+# (tools/model_order_bench.py, H100, docs/perf-notes/2026-11-26-model-order.md), the sm80 tiles took 0.77x-1.01x
+# the sm90 GEMM's time at M = 32 on every weight up to 64 Mi elements of the DESIGN and TP shapes (0.97x on
+# 14336x8192, 1.01x on 28672x8192, 1.37x on 8192x28672 above), and at M = 64 0.78x on 1024x8192, 1.00x on
+# 8192x2560 (19.4 k-tiles per SM), 1.03x-2.2x on the rest; back to back the sm90 GEMM had won all of these.
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
     """Whether an sm90-layout weight's problem tries the sm80 path's tiles before the sm90 GEMM on a GPU of
     ``sm_count`` SMs (see above)."""
-    if problem.M <= SM80_ON_SM90_LAYOUT_MAX_M:
+    M, N, K = problem.M, problem.N, problem.K
+    if M <= SM80_ON_SM90_LAYOUT_MAX_M:
         return True
-    if problem.M > SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M:
+    if M <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M and K * N <= SM80_ON_SM90_LAYOUT_SMALL_WEIGHT:
+        return True
+    if M > SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M:
         return False
-    return 2 * sm90.MAX_SPLIT_K * sm90.narrow_tiles(problem.M, problem.N) < sm_count
+    tiles = sm90.narrow_tiles(M, N)
+    return (2 * sm90.MAX_SPLIT_K * tiles < sm_count
+            or tiles * (K // sm90.TILE_K) < SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM * sm_count)
 
 
 def path_order(problem: GemmProblem, layout: str, sm_count: int) -> tuple[str, ...]:

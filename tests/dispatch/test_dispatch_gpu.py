@@ -80,8 +80,8 @@ def test_auto_runs_every_m_on_the_own_layout(dtype):
         if M <= dispatch.DECODE_MAX_M:  # a few rows: the batched GEMV
             assert config.path == "decode", (M, config.name)
         elif packed.layout == "sm80" or dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, K, G), sm_count):
-            # the sm80 layout's own path; on the sm90 layout its small tiles (16 rows; 64 where the sm90 GEMM's tiles
-            # would be too few to fill the GPU)
+            # the sm80 layout's own path; on the sm90 layout its small tiles (16 rows; 32 up to 64 Mi elements; 64
+            # where the sm90 GEMM's tiles would be too few to fill the GPU or give each SM few k-tiles)
             assert config.path == "sm80", (M, config.name)
         elif M >= dispatch.DEQUANT_MIN_M[packed.layout]:  # cuBLAS on the expanded weight
             assert config.path == "dequant", (M, config.name)
@@ -174,7 +174,7 @@ def test_sm90_weights_need_a_hopper_gpu_for_their_gemm():
     x = random_activations(4, K, torch.float16)
     assert relative_error(mixgemm.gemm(x, packed), x.double() @ w) < 3e-3
     # 128 rows: the sm90 GEMM's own bucket on this small weight (at 17..64 rows the sm80 path's tiles come
-    # first where the sm90 GEMM's tiles are too few to fill the GPU: dispatch.sm80_first_on_sm90_layout).
+    # first on a weight this small: dispatch.sm80_first_on_sm90_layout).
     x = random_activations(128, K, torch.float16)
     if _own_layout() == "sm90":
         assert ops.resolve_config(128, packed, "auto").path == "sm90"

@@ -52,7 +52,10 @@ def test_the_constants_of_the_order():
     assert dispatch.DECODE_MAX_M == 8
     assert dispatch.DEQUANT_MIN_M == {"sm90": 8192, "sm80": 1024}
     assert dispatch.SM80_ON_SM90_LAYOUT_MAX_M == 16
+    assert dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M == 32
+    assert dispatch.SM80_ON_SM90_LAYOUT_SMALL_WEIGHT == 64 << 20
     assert dispatch.SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M == 64
+    assert dispatch.SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM == 12
 
 
 @pytest.mark.parametrize("layout, M, order", [
@@ -79,26 +82,40 @@ def test_path_order(layout, M, order):
 
 
 @pytest.mark.parametrize("M, N, K, first", [
-    # Past 16 rows the sm90 GEMM, on small weights as on large ones ...
-    (17, 4096, 4096, "sm90"), (32, 4096, 4096, "sm90"), (32, 11008, 4096, "sm90"), (32, 8192, 8192, "sm90"),
-    (64, 8192, 1024, "sm90"), (32, 2560, 8192, "sm90"), (32, 28672, 8192, "sm90"), (16, 28672, 8192, "sm80"),
-    # ... but where its tiles of 128 columns number under 132 / 8 = 16.5 the sm80 tiles, up to 64 rows.
-    (17, 1280, 8192, "sm80"), (32, 1280, 8192, "sm80"), (33, 1280, 8192, "sm80"), (64, 1280, 8192, "sm80"),
-    (65, 1280, 8192, "sm90"), (32, 2048, 1024, "sm80"), (32, 2048 + 128, 1024, "sm90"),
-    # The bound counts tiles, not the split K allows: 1024 x 8192's 64 tiles run the sm90 GEMM unsplit (16 k-tiles),
-    # which won there at M = 32 / 64 all the same.
-    (64, 8192, 1024, "sm90"),
+    # Up to 32 rows the sm80 tiles on weights of up to 64 Mi elements, the sm90 GEMM above ...
+    (17, 4096, 4096, "sm80"), (32, 4096, 4096, "sm80"), (32, 11008, 4096, "sm80"), (32, 8192, 8192, "sm80"),
+    (32, 2560, 8192, "sm80"), (32, 8192, 1024, "sm80"), (32, 8192 + 128, 8192, "sm90"), (32, 8192, 14336, "sm90"),
+    (32, 28672, 8192, "sm90"), (16, 28672, 8192, "sm80"), (33, 4096, 4096, "sm90"), (33, 8192, 8192, "sm90"),
+    # ... and up to 64 rows where its 128-column tiles number under 132 / 8 = 16.5 ...
+    (17, 1280, 8192, "sm80"), (33, 1280, 8192, "sm80"), (64, 1280, 8192, "sm80"), (65, 1280, 8192, "sm90"),
+    (64, 1280, 28672, "sm80"),   # 10 tiles x 448 k-tiles: many k-tiles, but too few tiles to fill the SMs
+    # ... or give each SM under 12 k-tiles of 64 (tiles x K / 64 / 132).
+    (64, 8192, 1024, "sm80"),    # 64 x 16 / 132 = 7.8
+    (64, 4096, 4096, "sm90"),    # 32 x 64 / 132 = 15.5
+    (64, 8192, 2048, "sm90"),    # 15.5
+    (64, 2560, 8192, "sm90"),    # 20 x 128 / 132 = 19.4
+    (64, 12288, 1024, "sm80"),   # 96 x 16 / 132 = 11.6
+    (64, 12288 + 1024, 1024, "sm90"),  # 104 x 16 / 132 = 12.6
+    (65, 8192, 1024, "sm90"),    # past 64 rows
 ])
-def test_few_sm90_tiles_keep_the_sm80_tiles_to_64_rows_on_the_sm90_layout(M, N, K, first):
+def test_small_weights_and_few_sm90_tiles_keep_the_sm80_tiles_on_the_sm90_layout(M, N, K, first):
     assert dispatch.path_order(GemmProblem(M, N, K, 128), "sm90", 132)[0] == first
     assert pick(M, N, K).path == first
+
+
+@pytest.mark.parametrize("sms, first", [(100, "sm90"), (106, "sm90"), (107, "sm80"), (160, "sm80")])
+def test_few_k_tiles_per_sm_by_sm_count(sms, first):
+    # 4096 x 2560 at M = 64: 20 tiles x 64 k-tiles = 1280, under 12 per SM from 107 SMs (11.96), not at 106 (12.08);
+    # 20 tiles are too few for the SMs only from 161.
+    assert dispatch.path_order(GemmProblem(64, 2560, 4096, 128), "sm90", sms)[0] == first
 
 
 @pytest.mark.parametrize("N, sms, first", [(1280, 81, "sm80"), (1280, 80, "sm90"), (2560, 161, "sm80"),
                                            (2560, 160, "sm90")])
 def test_few_sm90_tiles_by_sm_count(N, sms, first):
-    # 2 x 4 x tiles < SMs: 10 tiles need more than 80 SMs, 20 more than 160.
-    assert dispatch.path_order(GemmProblem(48, N, 8192, 128), "sm90", sms)[0] == first
+    # 2 x 4 x tiles < SMs: 10 tiles need more than 80 SMs, 20 more than 160. K = 65536 gives each SM 12 k-tiles or
+    # more at every SM count here (10 x 1024 / 161 = 64), so only the tile count decides.
+    assert dispatch.path_order(GemmProblem(48, N, 65536, 128), "sm90", sms)[0] == first
 
 
 # ===================================================================================================
@@ -113,10 +130,14 @@ def test_sm90_layout_takes_the_decode_path_then_the_sm80_tiles():
     for M in range(9, 17):
         for N, K in [(4096, 4096), (28672, 8192)]:
             assert (pick(M, N, K).path, pick(M, N, K).tile_m) == ("sm80", 16), (M, N, K)
-    # From 17 rows the sm90 GEMM, small weights and large (where its tiles are not too few: see the tests above).
-    for N, K in [(14336, 8192), (8192, 14336), (28672, 8192), (4096, 4096), (11008, 4096), (8192, 8192)]:
+    # From 17 rows the sm90 GEMM on weights above 64 Mi elements; weights up to 64 Mi keep the sm80 path's 32 x 128
+    # tiles to 32 rows (split-K, or stream-K over one block per SM on short K), the sm90 GEMM from 33.
+    for N, K in [(14336, 8192), (8192, 14336), (28672, 8192)]:
         assert pick(17, N, K).path == "sm90" and pick(64, N, K).path == "sm90", (N, K)
-    assert pick(32).name == "sm90_32x128x64_c1x1_coop_streamk_k4s"  # 32 tiles split 4: 128 CTAs
+    for N, K in [(4096, 4096), (11008, 4096), (8192, 8192)]:
+        assert pick(17, N, K).path == "sm80" and pick(33, N, K).path == "sm90", (N, K)
+    assert pick(32).name == "32x128x64_w32x32x64_s4_k4p"  # 4 splits of 16 k-tiles, 128 blocks
+    assert pick(32, 8192, 2048).name == "32x128x64_w32x32x64_s4_sk132"  # 2 splits only: stream-K
     assert pick(33).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
     # 8192 x 1280: 10 column tiles; the sm80 tiles split 16 ways (8 k-tiles each: few column tiles).
     assert pick(32, 1280, 8192).name == "32x128x64_w32x32x64_s4_k16p"
@@ -183,11 +204,12 @@ def test_an_n_the_128_column_sm90_tiles_cannot_cover_keeps_the_sm80_tiles_to_64_
     assert pick(65, 8192 + 64, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
 
 
-def test_few_sm90_tiles_take_32_row_sm80_tiles():
+def test_few_sm90_tiles_or_k_tiles_take_32_row_sm80_tiles():
     # 8192 x 1280 at M = 64: two row tiles x 10 = 20 tiles, split 16 ways (8 k-tiles each; 320 blocks).
     assert pick(64, 1280, 8192).name == "32x128x64_w32x32x64_s4_k16p"
-    # 1024 x 8192 has 64 tiles: the sm90 GEMM, unsplit (16 k-tiles cannot split in 2 of 16).
-    assert pick(64, 8192, 1024).name == "sm90_64x128x64_c1x1_coop_streamk"
+    # 1024 x 8192 (7.8 k-tiles per SM for the sm90 GEMM): 16 k-tiles cannot split in 4; stream-K over one block
+    # per SM (2 x 64 x 16 units).
+    assert pick(64, 8192, 1024).name == "32x128x64_w32x32x64_s4_sk132"
 
 
 def test_sm90_layout_takes_sm80_tiles_only_below_the_rules_bound():
@@ -195,9 +217,9 @@ def test_sm90_layout_takes_sm80_tiles_only_below_the_rules_bound():
     mixed = candidates(sm80=SM80_ON_SM90_FULL + [Sm80Config(128, 256, 64, 64, 64, 64, 3)], sm90=SM90_FULL)
     for M in (17, 64, 100, 4096):
         assert pick(M, 28672, 8192, cands=mixed).path == "sm90", M
-    for M in (17, 64, 100, 4096):  # a small weight: past 16 rows
+    for M in (33, 64, 100, 4096):  # a small weight: past 32 rows
         assert pick(M, cands=mixed).path == "sm90", M
-    assert pick(16, cands=mixed).path == "sm80"
+    assert pick(16, cands=mixed).path == "sm80" and pick(32, cands=mixed).path == "sm80"
 
 
 def test_an_sm90_layout_weight_off_hopper_runs_on_the_other_paths():

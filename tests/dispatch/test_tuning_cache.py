@@ -421,7 +421,8 @@ def test_resolve_config_of_an_sm90_weight(fake_device, hand_compiled):
 
 def test_resolve_config_runs_the_sm80_tiles_of_the_sm90_layout(fake_device, monkeypatch):
     # A build with the 16-row sm80 tile compiled for sm90-layout weights: 9..16 rows take it with the sm80
-    # rule's split; the sm90 GEMM above (from 17 rows on this weight of 32 column tiles: dispatch's few-tiles rule).
+    # rule's split; up to 32 rows the sm80 path still (a weight under 64 Mi elements: dispatch's small-weight rule),
+    # the sm90 GEMM from 33 (its 32 column tiles give each SM 15.5 k-tiles: not few).
     install(monkeypatch, HAND_COMPILED, sm90_layout_tiles=[SM80_16])
     w = _weight_in("sm90")
     assert ops.resolve_config(8, w, "auto").path == "decode"
@@ -429,7 +430,8 @@ def test_resolve_config_runs_the_sm80_tiles_of_the_sm90_layout(fake_device, monk
         config = ops.resolve_config(M, w, "auto")
         assert config.kernel_name == SM80_16.kernel_name and config == mixgemm.paths.sm80.heuristic(
             [SM80_16], M, 4096, 4096, 132, "sm90"), M
-    assert ops.resolve_config(17, w, "auto").path == "sm90" and ops.resolve_config(33, w, "auto").path == "sm90"
+    assert ops.resolve_config(17, w, "auto").path == "sm80" and ops.resolve_config(32, w, "auto").path == "sm80"
+    assert ops.resolve_config(33, w, "auto").path == "sm90"
     # The sm80 layout's weight of the same shape is unchanged: its own tiles by M bucket.
     assert ops.resolve_config(64, _weight_in("sm80"), "auto").kernel_name == CONFIG_B.kernel_name
 
