@@ -8,8 +8,8 @@ writing the GEMM's [M, K] input) and then the GEMM on x; what the GEMM adds to t
 the elementwise kernel's time alone. Both are timed under mixgemm's protocol (L2-rotated weight copies, one CUDA
 graph per sample), in rounds that rotate the peers' order; the back-to-back time is timed beside them.
 
-Peers come from the peers harness (`peers_bench.py` in --peers-dir); `mixgemm[zp]@CONFIG` times one compiled
-config instead of `auto` (e.g. the sm80 tiles where auto runs the sm90 GEMM).
+Peers come from the peers harness (`peers_bench.py` in --peers-dir); `mixgemm[zp]@CONFIG` times a path's own pick
+(`@sm80`) or one compiled config by name (`@32x128x64_w32x32x64_s4_k4p`) instead of `auto`.
 
     python tools/model_order_bench.py --peers-dir ../shared/peers --shapes 8192x8192 --ms 16,32,64 \\
         --peers "mixgemm[zp],machete[zp],vllm_marlin[sym],ist_marlin[sym]" --out model_order.json
@@ -47,7 +47,10 @@ def config_peer(pb, variant: str, config: str):
             self.name = f"mixgemm[{variant}]@{config}"
 
         def closures(self, st, x):
-            return [functools.partial(self.mixgemm.gemm, x, packed, None, config) for packed in st["copies"]]
+            from mixgemm.library import parse_config  # a config's name -> its GemmConfig; "sm80" stays a path
+
+            chosen = parse_config(config)
+            return [functools.partial(self.mixgemm.gemm, x, packed, None, chosen) for packed in st["copies"]]
 
         def info(self, st, M):
             return f"config={config}"

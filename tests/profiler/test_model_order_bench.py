@@ -104,3 +104,16 @@ def test_peer_names():
 
 def test_the_ratio_needs_a_positive_time():
     assert tool._ratio(9.0, 10.0) == "0.900" and tool._ratio(9.0, 0.0) == "-"
+
+
+def test_a_config_peer_passes_the_parsed_config():
+    from mixgemm.paths import GemmConfig
+
+    peer = tool.config_peer(fake_harness(), "zp", "32x128x64_w32x32x64_s4_sk132")
+    peer.mixgemm = types.SimpleNamespace(gemm=lambda x, packed, bias, config: config)  # what setup imports
+    config = peer.closures({"copies": [object()]}, torch.zeros(1))[0]()
+    assert isinstance(config, GemmConfig) and config.name == "32x128x64_w32x32x64_s4_sk132"
+    path_peer = tool.config_peer(fake_harness(), "zp", "sm80")
+    path_peer.mixgemm = peer.mixgemm
+    assert path_peer.closures({"copies": [object()]}, torch.zeros(1))[0]() == "sm80"
+    assert path_peer.name == "mixgemm[zp]@sm80"
