@@ -49,8 +49,9 @@ def test_tp_table_of_record():
                                     [str(b / "2026-11-26-h100-tp-shards-partial-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-pdl-peers.json"),
-                                     str(b / "2026-11-26-h100-tp-m16-64-rule-peers.json")])
-    assert "in 82 of 96 cells" in table
+                                     str(b / "2026-11-26-h100-tp-m16-64-rule-peers.json"),
+                                     str(b / "2026-11-26-h100-bandwidth-split-peers.json")])
+    assert "in 83 of 96 cells" in table
     assert table in (ROOT / "BENCHMARKS.md").read_text()
     # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
     first = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
