@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics
 
 import pytest
 import torch
@@ -837,3 +838,63 @@ def test_sweep_one_round_times_each_case_once(fake_sweep, tmp_path):
     records = cli.sweep(args)
     assert timed == ["auto"] + names
     assert [r["time_us"] for r in records] == [10.0, 11.0, 12.0, 13.0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# sweep / tune --after-elementwise: each case timed after the kernel that writes its input
+
+
+def test_after_elementwise_is_a_sweep_and_tune_option(capsys):
+    for command in ("sweep", "tune"):
+        assert cli.parse_args([command, "--shape", "4096x4096"]).after_elementwise is False
+        assert cli.parse_args([command, "--shape", "4096x4096", "--after-elementwise"]).after_elementwise is True
+    assert "unrecognized arguments: --after-elementwise" in _parse_error(capsys, ["bench", "--after-elementwise"])
+
+
+def test_time_after_elementwise_subtracts_the_elementwise_kernel(monkeypatch):
+    # The fake timer runs every closure once, as the real one does, and prices a pair at 12 + i us per sample and
+    # the elementwise kernel alone at 2.5.
+    seen = []
+
+    def fake_time_fn(fns, copies=None, warmup=2, reps=7, use_graph=True):
+        for fn in fns:
+            fn()
+        is_pair = getattr(fns[0], "func", None) is not None and fns[0].func.__name__ == "pair"
+        samples = [12.0 + i for i in range(reps)] if is_pair else [2.5] * reps
+        return timing.Timing(statistics.median(samples), min(samples), max(samples), samples, len(fns), use_graph,
+                             None)
+
+    monkeypatch.setattr(timing, "time_fn", fake_time_fn)
+    x = torch.randn(4, 64).half()
+    before = x.clone()
+    result = timing.time_after_elementwise([lambda: seen.append(x.clone())] * 3, x)
+    assert result.median_us == pytest.approx(15.0 - 2.5) and result.min_us == pytest.approx(9.5)
+    assert result.samples_us == pytest.approx([9.5 + i for i in range(7)]) and result.calls_per_sample == 3
+    assert "2.50 us alone, subtracted" in result.note
+    # The elementwise kernel rewrote x before every GEMM call, to the very values it held.
+    assert len(seen) == 3 and all(torch.equal(s, before) for s in seen) and torch.equal(x, before)
+
+
+def test_sweep_after_elementwise_times_every_case_in_the_models_order(fake_gpu, monkeypatch, tmp_path):
+    timed = []
+
+    def fake_after(closures, x, warmup=2, reps=7, use_graph=True):
+        timed.append(closures.config)
+        t = closures.fake_us + 2.0  # what the order adds (the sm90 GEMM's hidden prologue, say)
+        return timing.Timing(t, t, t, [t] * reps, len(closures), use_graph, "after an elementwise kernel")
+
+    monkeypatch.setattr(timing, "time_after_elementwise", fake_after)
+    out = tmp_path / "sweep"
+    assert cli.main(["sweep", "--shape", "1024x1024", "--m", "1", "--no-plots", "--after-elementwise",
+                     "--out", str(out)]) == 0
+    data = json.loads((out / "sweep.json").read_text())
+    assert data["meta"]["protocol"]["order"] == "after_elementwise"
+    ok = [r for r in data["results"] if r["status"] == "ok"]
+    assert len(timed) == len(ok) + 1  # every case, and the layout's throwaway first timing
+    auto = next(r for r in ok if r["peer"] == "mixgemm:auto")
+    assert auto["time_us"] == pytest.approx(_FakeGPU.mixgemm_us(1, _FakeGPU.AUTO["sm80"]) + 2.0)
+    assert "after an elementwise kernel" in auto["note"]
+    # Without the option the same sweep times back to back.
+    assert cli.main(["sweep", "--shape", "1024x1024", "--m", "1", "--no-plots", "--out", str(tmp_path / "b")]) == 0
+    assert json.loads((tmp_path / "b" / "sweep.json").read_text())["meta"]["protocol"]["order"] == "back_to_back"
+    assert len(timed) == len(ok) + 1

@@ -142,3 +142,15 @@ def test_eager_paths_agree_with_the_custom_op():
             assert torch.equal(mixgemm.gemm(x, packed), via_op)
             assert torch.equal(mixgemm.library.gemm(x, packed), via_op)
             assert torch.equal(layer(x), via_op)
+
+
+def test_sweep_after_elementwise_small_shape(tmp_path):
+    # Each case after the elementwise kernel that writes its input: still captured in a graph, positive, and the
+    # kernel's own time named in the note.
+    assert cli.main(["sweep", "--shape", SHAPE, "--m", "16", "--layout", "auto", "--no-plots", "--after-elementwise",
+                     "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    assert data["meta"]["protocol"]["order"] == "after_elementwise"
+    timed = [r for r in data["results"] if _timed(r)]
+    assert timed and all(r["cuda_graph"] and "after an elementwise kernel" in r["note"] for r in timed)
+    assert any(r["peer"] == "mixgemm:auto" for r in timed)

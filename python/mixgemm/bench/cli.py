@@ -210,6 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
             "time every case of a cell (M x layout) this many times, interleaved in an order rotated each round, "
             "and report each case's median round (1): two configs a few percent apart are ranked on the same "
             "drift of clocks and power"))
+        p.add_argument("--after-elementwise", action="store_true", help=(
+            "time each case as a model runs it, after an elementwise kernel that writes its input (the pair less "
+            "that kernel alone), instead of back to back, where the sm90 path's dependent launch hides its "
+            "prologue under the previous call"))
     tune = sub.choices["tune"]
     tune.add_argument("--cache", type=pathlib.Path, default=None,
                       help="tuning cache file ($MIXGEMM_CACHE, else $XDG_CACHE_HOME/mixgemm/tuned.json)")
@@ -289,7 +293,8 @@ def _meta(args: argparse.Namespace, argv) -> dict:
         "ceilings": {"read_bw_tbs": args.read_bw, "peak_tflops": args.peak_tflops},
         "protocol": {"reps": args.reps, "warmup": args.warmup, "cuda_graph": not args.no_graph,
                      "l2_rotation_bytes": 256 << 20, "statistic": "median per call",
-                     "interleaved_rounds": getattr(args, "rounds", 1)},
+                     "interleaved_rounds": getattr(args, "rounds", 1),
+                     "order": "after_elementwise" if getattr(args, "after_elementwise", False) else "back_to_back"},
     }
 
 
@@ -298,10 +303,15 @@ def _time_case(problem: metrics.Problem, record: dict, closures, args, rounds: l
 
     ``rounds``: the Timings of this case's earlier interleaved rounds (bench --rounds); the new one is
     appended and the record reports the round whose median is the median of all rounds' medians."""
-    from .timing import time_fn
+    from .timing import time_after_elementwise, time_fn
 
+    after_elementwise = getattr(args, "after_elementwise", False)
     try:
-        timing = time_fn(closures, warmup=args.warmup, reps=args.reps, use_graph=not args.no_graph)
+        if after_elementwise:  # sweep/tune --after-elementwise: the closures of mixgemm_peer, which keep their x
+            timing = time_after_elementwise(closures, closures.x, warmup=args.warmup, reps=args.reps,
+                                            use_graph=not args.no_graph)
+        else:
+            timing = time_fn(closures, warmup=args.warmup, reps=args.reps, use_graph=not args.no_graph)
     except Exception as exc:  # noqa: BLE001 - recorded; the run goes on with the next case
         from .peers import describe
 

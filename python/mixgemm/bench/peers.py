@@ -50,11 +50,13 @@ class PeerUnavailable(Exception):
 
 
 class Closures(list):
-    """A list of closures with optional facts for the report: ``note`` (e.g. a failed numerics check)
-    and ``config`` (the GemmConfig name our GEMM will run, so "auto" results say what auto chose)."""
+    """A list of closures with optional facts for the report: ``note`` (e.g. a failed numerics check),
+    ``config`` (the GemmConfig name our GEMM will run, so "auto" results say what auto chose) and ``x`` (our GEMM's
+    input, which sweep --after-elementwise rewrites before each call)."""
 
     note: str | None = None
     config: str | None = None
+    x: torch.Tensor | None = None
 
 
 PeerFactory = Callable[..., "Closures | list | None"]
@@ -117,6 +119,7 @@ def mixgemm_peer(M, N, K, G, dtype, copies, config="auto", layout="auto") -> Clo
     packed_copies = _packed_copies(K, N, G, dtype, copies, layout)
     closures = Closures(functools.partial(gemm, x, packed, config=config) for packed in packed_copies)
     closures.config = resolve_config(M, packed_copies[0], config).name
+    closures.x = x
     return closures
 
 

@@ -8,6 +8,9 @@
 * The graph is replayed several times and each replay timed with CUDA events; a replay's time divided
   by the calls it holds is one sample. We report the median of >= 7 samples, with min and max.
 
+The calls run back to back, each launched right after the one before. :func:`time_after_elementwise` times
+them in a model's order instead, each after the elementwise kernel that writes its input (``sweep --after-elementwise``).
+
 If capture fails (an op that cannot be captured), the same calls are timed as eager launches and the
 result says so: such numbers include launch overhead and are not comparable at small sizes.
 """
@@ -15,6 +18,7 @@ result says so: such numbers include launch overhead and are not comparable at s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from typing import Callable, Sequence
 
@@ -121,4 +125,40 @@ def time_fn(
     return Timing(
         median_us=statistics.median(samples), min_us=min(samples), max_us=max(samples),
         samples_us=samples, calls_per_sample=calls_per_sample, graph=used_graph, note=note,
+    )
+
+
+def time_after_elementwise(
+    fn_per_copy: Sequence[Callable[[], object]],
+    x: torch.Tensor,
+    warmup: int = 2,
+    reps: int = MIN_REPS,
+    use_graph: bool = True,
+) -> Timing:
+    """Times the closures as a model runs them: each after an ordinary elementwise kernel that writes their input
+    ``x`` (``x = h + r``, leaving its values as they are), less that kernel timed alone under the same protocol.
+
+    Back to back, a GEMM launched as a programmatic dependent (the sm90 path) starts under the previous call's
+    tail and hides its own launch and prologue; in a model the kernel before a projection is a norm, an activation
+    or attention, which does not let it (docs/perf-notes/2026-11-26-model-order.md). The result's samples are the
+    pair's less the elementwise kernel's median; its note says how much was taken off."""
+    h = x * 0.5
+    r = x - h  # exact (Sterbenz), so h + r rounds back to x exactly: the closures' input is unchanged
+
+    def write_input() -> None:
+        torch.add(h, r, out=x)
+
+    def pair(fn: Callable[[], object]) -> object:
+        write_input()
+        return fn()
+
+    fns = [fn_per_copy] if callable(fn_per_copy) else list(fn_per_copy)
+    together = time_fn([functools.partial(pair, fn) for fn in fns], warmup=warmup, reps=reps, use_graph=use_graph)
+    alone = time_fn([write_input] * len(fns), warmup=warmup, reps=reps, use_graph=use_graph)
+    shift = alone.median_us
+    notes = [f"after an elementwise kernel writing x ({shift:.2f} us alone, subtracted)", together.note, alone.note]
+    return Timing(
+        median_us=together.median_us - shift, min_us=together.min_us - shift, max_us=together.max_us - shift,
+        samples_us=[s - shift for s in together.samples_us], calls_per_sample=together.calls_per_sample,
+        graph=together.graph and alone.graph, note="; ".join(n for n in notes if n),
     )
