@@ -5,8 +5,9 @@ tail; the sm90 path, launched as a programmatic dependent, even runs its prologu
 prefetch) under it. In a model the kernel before a projection is a short memory-bound one (the residual add and
 norm before QKV / gate-up, the activation before down). Here every call is `x = h + r` (one elementwise kernel
 writing the GEMM's [M, K] input) and then the GEMM on x; what the GEMM adds to the layer is the pair's time less
-the elementwise kernel's time alone. Both are timed under mixgemm's protocol (L2-rotated weight copies, one CUDA
-graph per sample), in rounds that rotate the peers' order; the back-to-back time is timed beside them.
+the elementwise kernel's time alone (mixgemm.bench.timing.time_after_elementwise). Both are timed under mixgemm's
+protocol (L2-rotated weight copies, one CUDA graph per sample), with CALLS_PER_SAMPLE calls per sample, in rounds
+that rotate the peers' order; the back-to-back time is timed beside them, with as many calls.
 
 Peers come from the peers harness (`peers_bench.py` in --peers-dir); `mixgemm[zp]@CONFIG` times a path's own pick
 (`@sm80`) or one compiled config by name (`@32x128x64_w32x32x64_s4_k4p`) instead of `auto`.
@@ -26,7 +27,7 @@ import sys
 
 import torch
 
-from mixgemm.bench.timing import time_fn
+from mixgemm.bench import timing
 
 
 def load_harness(peers_dir: pathlib.Path):
@@ -53,7 +54,10 @@ def config_peer(pb, variant: str, config: str):
             return [functools.partial(self.mixgemm.gemm, x, packed, None, chosen) for packed in st["copies"]]
 
         def info(self, st, M):
-            return f"config={config}"
+            from mixgemm.library import parse_config
+            from mixgemm.ops import resolve_config
+
+            return f"config={resolve_config(M, st['copies'][0], parse_config(config)).name}"
 
     return ConfigPeer()
 
@@ -73,31 +77,29 @@ def make_peers(pb, names: list[str]):
     return peers
 
 
-def after_elementwise(fns, x, h, r):
-    """Each closure preceded by ``x = h + r`` (the kernel writing the GEMM's input)."""
-
-    def pair(fn):
-        torch.add(h, r, out=x)
-        return fn()
-
-    return [functools.partial(pair, fn) for fn in fns]
+# Calls per timed sample, whatever the weight copies: a CUDA graph replay has a fixed cost of its own (5-14 us on the
+# H100, read off the first run of this tool, where a sample held one call per copy), which time_fn spreads over a
+# sample's calls; at 64 calls it adds under 0.25 us to the back-to-back time (the model-order time subtracts it).
+CALLS_PER_SAMPLE = 64
 
 
-def run_cell(pb, K, N, M, problem, states, peers, rounds, log):
+def run_cell(pb, K, N, M, refs_weight, states, reasons, peers, rounds, log):
+    """One cell: every available peer checked against float64, then timed back to back and after the elementwise
+    kernel in ``rounds`` rounds, each round starting one peer later. ``refs_weight(variant)``: the float64 weight."""
     x = torch.randn((M, K), device=pb.DEVICE, dtype=torch.float32).half()
-    h, r = x * 0.5, x * 0.5  # h + r == x exactly in fp16: the GEMM sees the input its reference was taken on
-    refs = {v: x.double() @ problem.w64(v) for v in ("zp", "sym")}
+    refs = {v: x.double() @ refs_weight(v) for v in ("zp", "sym")}
     live, rows = {}, {}
     for peer in peers:
-        row = dict(K=K, N=N, M=M, peer=peer.name, ok=False, error=None, note=None,
-                   back_to_back_us=[], pair_us=[], elementwise_us=[])
+        row = dict(K=K, N=N, M=M, peer=peer.name, ok=False, error=None, note=None, back_to_back_us=[],
+                   after_elementwise_us=[], elementwise_us=[], positions=[])
         rows[peer.name] = row
         if peer.name not in states:
-            row["error"] = "unavailable"
+            row["error"] = f"unavailable: {reasons.get(peer.name, 'no state')}"
             continue
         try:
             fns = peer.closures(states[peer.name], x)
-            err = pb.rel_err(after_elementwise(fns, x, h, r)[0](), refs[peer.variant])
+            # timing.time_after_elementwise rewrites x to the values it holds, so this output is the pair's too.
+            err = pb.rel_err(fns[0](), refs[peer.variant])
             pb.sync()
             row.update(rel_err=err, ok=bool(err < pb.REL_TOL), note=peer.info(states[peer.name], M))
             if row["ok"]:
@@ -107,18 +109,25 @@ def run_cell(pb, K, N, M, problem, states, peers, rounds, log):
         except Exception as exc:  # noqa: BLE001 - one peer failing keeps the others
             row["error"] = pb.describe(exc)
             pb.sync()
-    order = list(live)
     for rnd in range(rounds):
-        for name in order[rnd % max(1, len(order)):] + order[: rnd % max(1, len(order))]:
+        order = list(live)
+        for position, name in enumerate(order[rnd % max(1, len(order)):] + order[: rnd % max(1, len(order))]):
             fns, row = live[name], rows[name]
-            # The elementwise kernel alone, as many calls per sample as the pair: its share to subtract.
-            row["elementwise_us"].append(time_fn([lambda: torch.add(h, r, out=x)] * len(fns)).median_us)
-            row["pair_us"].append(time_fn(after_elementwise(fns, x, h, r)).median_us)
-            row["back_to_back_us"].append(time_fn(fns).median_us)
+            row["positions"].append(position)  # where in the round's order it ran
+            calls = max(len(fns), CALLS_PER_SAMPLE)
+            try:
+                after = timing.time_after_elementwise(fns, x, calls)
+                row["back_to_back_us"].append(timing.time_fn(fns, calls).median_us)
+            except Exception as exc:  # noqa: BLE001 - a peer that fails to time is dropped, the others go on
+                row["error"] = f"timing failed: {pb.describe(exc)}"
+                live.pop(name)
+                pb.sync()
+                continue
+            row["after_elementwise_us"].append(after.median_us)
+            row["elementwise_us"].append(after.subtracted_us)
     for row in rows.values():
-        if row["pair_us"]:
-            row["in_model_order_us"] = statistics.median(
-                p - e for p, e in zip(row["pair_us"], row["elementwise_us"]))
+        if row["after_elementwise_us"] and not row["error"]:
+            row["in_model_order_us"] = statistics.median(row["after_elementwise_us"])
             row["back_to_back_median_us"] = statistics.median(row["back_to_back_us"])
     log_cell(K, N, M, rows, log)
     return list(rows.values())
@@ -173,14 +182,17 @@ def main(argv=None) -> int:
     print(f"model_order_bench: {meta['gpu']}", flush=True)
     for K, N in shapes:
         problem = pb.make_problem(K, N, args.group, args.seed)
-        states = {}
+        states, reasons = {}, {}
         for peer in peers:
             try:
                 states[peer.name] = peer.setup(problem)
             except Exception as exc:  # noqa: BLE001 - an unavailable peer is reported per cell
-                print(f"{K}x{N} setup {peer.name}: {pb.describe(exc)}", flush=True)
+                reasons[peer.name] = pb.describe(exc)
+                print(f"{K}x{N} setup {peer.name}: {reasons[peer.name]}", flush=True)
+        weights = functools.lru_cache(maxsize=2)(problem.w64)  # float64, once per shape and variant
         for M in ms:
-            results += run_cell(pb, K, N, M, problem, states, peers, args.rounds, lambda s: print(s, flush=True))
+            results += run_cell(pb, K, N, M, weights, states, reasons, peers, args.rounds,
+                                lambda s: print(s, flush=True))
             args.out.write_text(json.dumps(dict(meta=meta, results=results), indent=1))
         del states
         torch.cuda.empty_cache()

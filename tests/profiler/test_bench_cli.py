@@ -852,27 +852,35 @@ def test_after_elementwise_is_a_sweep_and_tune_option(capsys):
 
 
 def test_time_after_elementwise_subtracts_the_elementwise_kernel(monkeypatch):
-    # The fake timer runs every closure once, as the real one does, and prices a pair at 12 + i us per sample and
-    # the elementwise kernel alone at 2.5.
-    seen = []
+    # The fake timer makes its calls as the real one does (cycling the closures) and prices a sample as the real
+    # one would: per call, the kernel's time plus the replay's fixed 8 us spread over the sample's calls. A pair
+    # costs 12 + i us in sample i, the elementwise kernel alone 2.5; both must make the same number of calls for
+    # the fixed cost to cancel.
+    seen, calls_made = [], []
 
     def fake_time_fn(fns, copies=None, warmup=2, reps=7, use_graph=True):
-        for fn in fns:
-            fn()
+        calls = len(fns) if copies is None else copies
+        for i in range(calls):
+            fns[i % len(fns)]()
+        calls_made.append(calls)
         is_pair = getattr(fns[0], "func", None) is not None and fns[0].func.__name__ == "pair"
-        samples = [12.0 + i for i in range(reps)] if is_pair else [2.5] * reps
-        return timing.Timing(statistics.median(samples), min(samples), max(samples), samples, len(fns), use_graph,
-                             None)
+        samples = [(12.0 + i if is_pair else 2.5) + 8.0 / calls for i in range(reps)]
+        return timing.Timing(statistics.median(samples), min(samples), max(samples), samples, calls, use_graph, None)
 
     monkeypatch.setattr(timing, "time_fn", fake_time_fn)
     x = torch.randn(4, 64).half()
+    x[0, :4] = torch.tensor([6e-8, -6e-8, 1e-7, 65504.0])  # fp16 subnormals and the largest value halve and add back
     before = x.clone()
     result = timing.time_after_elementwise([lambda: seen.append(x.clone())] * 3, x)
+    assert calls_made == [3, 3]
     assert result.median_us == pytest.approx(15.0 - 2.5) and result.min_us == pytest.approx(9.5)
     assert result.samples_us == pytest.approx([9.5 + i for i in range(7)]) and result.calls_per_sample == 3
-    assert "2.50 us alone, subtracted" in result.note
+    assert "5.17 us alone, subtracted" in result.note  # 2.5 + 8 / 3: the kernel and its share of the replay
     # The elementwise kernel rewrote x before every GEMM call, to the very values it held.
     assert len(seen) == 3 and all(torch.equal(s, before) for s in seen) and torch.equal(x, before)
+    # More calls per sample than closures: both timings make them.
+    assert timing.time_after_elementwise([lambda: None] * 3, x, copies=32).median_us == pytest.approx(12.5)
+    assert calls_made[2:] == [32, 32]
 
 
 def test_sweep_after_elementwise_times_every_case_in_the_models_order(fake_gpu, monkeypatch, tmp_path):

@@ -13,6 +13,8 @@ import types
 import pytest
 import torch
 
+from mixgemm.bench import timing
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # tests/profiler/ -> the repository root
 _spec = importlib.util.spec_from_file_location("model_order_bench", ROOT / "tools" / "model_order_bench.py")
 tool = importlib.util.module_from_spec(_spec)
@@ -45,51 +47,85 @@ class Peer:
         return None
 
 
-class Problem:
-    def __init__(self, w):
-        self.w = w
-
-    def w64(self, variant):
-        return self.w
-
-
-def fake_timer(times):
-    """time_fn stand-in: a pair (closure built by after_elementwise) costs times["pair"], the elementwise kernel
-    alone times["elementwise"], a GEMM closure times["gemm"]; each call is made, as the real timer makes them."""
-    def time_fn(fns):
-        fns = list(fns)
-        for fn in fns:
-            fn()
-        kind = ("pair" if getattr(fns[0], "func", None) is not None and fns[0].func.__name__ == "pair"
-                else "gemm" if isinstance(fns[0], functools.partial) else "elementwise")
-        return types.SimpleNamespace(median_us=times[kind])
+def fake_timer(calls_made, gemm_us=9.0, elementwise_us=2.0, replay_us=8.0):
+    """timing.time_fn stand-in: makes its calls as the real one does (cycling the closures) and prices a sample as
+    the real one would: per call, the kernel's time plus the replay's fixed ``replay_us`` spread over the calls. A
+    pair (time_after_elementwise's) costs both kernels, the elementwise kernel alone its own, a GEMM closure
+    ``gemm_us``."""
+    def time_fn(fns, copies=None, warmup=2, reps=7, use_graph=True):
+        calls = len(fns) if copies is None else copies
+        for i in range(calls):
+            fns[i % len(fns)]()
+        calls_made.append(calls)
+        name = getattr(getattr(fns[0], "func", fns[0]), "__name__", "")
+        per_call = {"pair": gemm_us + elementwise_us, "write_input": elementwise_us}.get(name, gemm_us)
+        t = per_call + replay_us / calls
+        return timing.Timing(t, t, t, [t] * reps, calls, use_graph, None)
     return time_fn
 
 
 def test_the_gemm_in_model_order_is_the_pair_less_the_elementwise_kernel(monkeypatch):
-    monkeypatch.setattr(tool, "time_fn", fake_timer({"pair": 12.5, "elementwise": 2.0, "gemm": 9.0}))
+    calls_made = []
+    monkeypatch.setattr(timing, "time_fn", fake_timer(calls_made))
     K, N, M = 64, 32, 4
     w = torch.randn(K, N, dtype=torch.float64)
-    ours, bad, absent = Peer("mixgemm[zp]"), Peer("machete[zp]", error=1.0), Peer("vllm_marlin[sym]")
-    rows = tool.run_cell(fake_harness(), K, N, M, Problem(w), {p.name: {"copies": [w, w]} for p in (ours, bad)},
-                         [ours, bad, absent], rounds=3, log=lambda line: None)
+    ours, other, bad = Peer("mixgemm[zp]"), Peer("machete[zp]"), Peer("gemlite[zp]", error=1.0)
+    absent = Peer("vllm_marlin[sym]")
+    states = {p.name: {"copies": [w, w]} for p in (ours, other, bad)}
+    rows = tool.run_cell(fake_harness(), K, N, M, lambda v: w, states, {"vllm_marlin[sym]": "no library"},
+                         [ours, other, bad, absent], rounds=3, log=lambda line: None)
     by = {r["peer"]: r for r in rows}
-    assert by["mixgemm[zp]"]["ok"] and by["mixgemm[zp]"]["in_model_order_us"] == pytest.approx(10.5)
-    assert by["mixgemm[zp]"]["back_to_back_median_us"] == 9.0 and len(by["mixgemm[zp]"]["pair_us"]) == 3
-    # A peer off the reference is reported, never timed; one without a state is unavailable.
-    assert not by["machete[zp]"]["ok"] and "numerics check failed" in by["machete[zp]"]["error"]
-    assert "in_model_order_us" not in by["machete[zp]"] and by["vllm_marlin[sym]"]["error"] == "unavailable"
-    # Every GEMM call read the x the elementwise kernel wrote (h + r), equal to the x its reference was taken on.
-    assert all(torch.equal(x, ours.inputs[0]) for x in ours.inputs)
+    # Every timing made CALLS_PER_SAMPLE calls (2 copies < 64): the replay's cost cancels in the model-order time
+    # and adds 8 / 64 us to the back-to-back one.
+    assert set(calls_made) == {tool.CALLS_PER_SAMPLE} and len(calls_made) == 2 * 3 * 3
+    assert by["mixgemm[zp]"]["ok"] and by["mixgemm[zp]"]["in_model_order_us"] == pytest.approx(9.0)
+    assert by["mixgemm[zp]"]["back_to_back_median_us"] == pytest.approx(9.0 + 8.0 / 64)
+    assert by["mixgemm[zp]"]["elementwise_us"] == pytest.approx([2.0 + 8.0 / 64] * 3)
+    # The rounds rotate the order: each timed peer runs first, second and last once in three rounds... of two.
+    assert by["mixgemm[zp]"]["positions"] == [0, 1, 0] and by["machete[zp]"]["positions"] == [1, 0, 1]
+    # A peer off the reference is reported, never timed; one without a state says why.
+    assert not by["gemlite[zp]"]["ok"] and "numerics check failed" in by["gemlite[zp]"]["error"]
+    assert "in_model_order_us" not in by["gemlite[zp]"] and by["gemlite[zp]"]["positions"] == []
+    assert by["vllm_marlin[sym]"]["error"] == "unavailable: no library"
 
 
-def test_after_elementwise_writes_the_input_before_each_gemm():
-    x, h, r = torch.zeros(2, 4), torch.ones(2, 4), torch.full((2, 4), 2.0)
-    seen = []
-    pairs = tool.after_elementwise([lambda: seen.append(x.clone())] * 2, x, h, r)
-    assert len(pairs) == 2
-    pairs[0]()
-    assert torch.equal(seen[0], torch.full((2, 4), 3.0))
+def test_every_gemm_call_reads_the_input_its_reference_was_taken_on(monkeypatch):
+    monkeypatch.setattr(timing, "time_fn", fake_timer([]))
+    w = torch.randn(64, 32, dtype=torch.float64)
+    ours = Peer("mixgemm[zp]")
+    drawn = []
+    real_randn = torch.randn
+
+    def randn(*args, **kwargs):  # the tool's x as drawn, before any elementwise kernel wrote it
+        x = real_randn(*args, **kwargs)
+        drawn.append(x.half())
+        return x
+
+    monkeypatch.setattr(torch, "randn", randn)
+    rows = tool.run_cell(fake_harness(), 64, 32, 4, lambda v: w, {ours.name: {"copies": [w]}}, {}, [ours], 2,
+                         lambda line: None)
+    assert rows[0]["ok"] and len(ours.inputs) > 2 and len(drawn) == 1
+    assert all(torch.equal(x, drawn[0]) for x in ours.inputs)
+
+
+def test_a_peer_that_fails_to_time_is_dropped(monkeypatch):
+    w = torch.randn(64, 32, dtype=torch.float64)
+    failing_weight = w.clone()  # the other peer's copy: its GEMM checks out, its back-to-back timing fails
+    real = fake_timer([])
+
+    def failing(fns, copies=None, **kwargs):
+        if getattr(fns[0], "func", None) is not None and fns[0].args[0] is failing_weight:
+            raise RuntimeError("launch failed")
+        return real(fns, copies, **kwargs)
+
+    monkeypatch.setattr(timing, "time_fn", failing)
+    ours, other = Peer("mixgemm[zp]"), Peer("machete[zp]")
+    states = {ours.name: {"copies": [w]}, other.name: {"copies": [failing_weight]}}
+    rows = tool.run_cell(fake_harness(), 64, 32, 4, lambda v: w, states, {}, [ours, other], 3, lambda line: None)
+    by = {r["peer"]: r for r in rows}
+    assert by["machete[zp]"]["error"] == "timing failed: RuntimeError: launch failed"
+    assert "in_model_order_us" not in by["machete[zp]"]
+    assert by["mixgemm[zp]"]["error"] is None and len(by["mixgemm[zp]"]["positions"]) == 3
 
 
 def test_peer_names():

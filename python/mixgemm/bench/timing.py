@@ -48,6 +48,7 @@ class Timing:
     calls_per_sample: int
     graph: bool
     note: str | None = None
+    subtracted_us: float | None = None  # time_after_elementwise: the elementwise kernel's time taken off each sample
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -131,6 +132,7 @@ def time_fn(
 def time_after_elementwise(
     fn_per_copy: Sequence[Callable[[], object]],
     x: torch.Tensor,
+    copies: int | None = None,
     warmup: int = 2,
     reps: int = MIN_REPS,
     use_graph: bool = True,
@@ -141,7 +143,9 @@ def time_after_elementwise(
     Back to back, a GEMM launched as a programmatic dependent (the sm90 path) starts under the previous call's
     tail and hides its own launch and prologue; in a model the kernel before a projection is a norm, an activation
     or attention, which does not let it (docs/perf-notes/2026-11-26-model-order.md). The result's samples are the
-    pair's less the elementwise kernel's median; its note says how much was taken off."""
+    pair's less the elementwise kernel's median; its note says how much was taken off. ``copies`` as for
+    :func:`time_fn` (calls per sample, cycling through the closures); both timings make that many calls, so the
+    graph replay's own fixed cost, which :func:`time_fn` spreads over the calls of a sample, cancels."""
     h = x * 0.5
     r = x - h  # exact (Sterbenz), so h + r rounds back to x exactly: the closures' input is unchanged
 
@@ -153,12 +157,14 @@ def time_after_elementwise(
         return fn()
 
     fns = [fn_per_copy] if callable(fn_per_copy) else list(fn_per_copy)
-    together = time_fn([functools.partial(pair, fn) for fn in fns], warmup=warmup, reps=reps, use_graph=use_graph)
-    alone = time_fn([write_input] * len(fns), warmup=warmup, reps=reps, use_graph=use_graph)
+    calls = len(fns) if copies is None else copies
+    together = time_fn([functools.partial(pair, fn) for fn in fns], calls, warmup=warmup, reps=reps,
+                       use_graph=use_graph)
+    alone = time_fn([write_input], calls, warmup=warmup, reps=reps, use_graph=use_graph)
     shift = alone.median_us
     notes = [f"after an elementwise kernel writing x ({shift:.2f} us alone, subtracted)", together.note, alone.note]
     return Timing(
         median_us=together.median_us - shift, min_us=together.min_us - shift, max_us=together.max_us - shift,
         samples_us=[s - shift for s in together.samples_us], calls_per_sample=together.calls_per_sample,
-        graph=together.graph and alone.graph, note="; ".join(n for n in notes if n),
+        graph=together.graph and alone.graph, note="; ".join(n for n in notes if n), subtracted_us=shift,
     )

@@ -102,9 +102,9 @@ def _small_m_first(layout: str, N: int, sm_count: int) -> tuple[int, int]:
 # M = 32, H200, same interleaved run).
 _PREFERRED_STAGES = {(16, 128): 4}
 _PREFERRED_STAGES_SM90_LAYOUT = {**_PREFERRED_STAGES, (32, 128): 4}
-# On the sm90 layout `auto` brings M = 17..32 on weights up to 64 Mi elements, and M = 33..64 where the sm90 GEMM's
-# tiles are too few or short, to this path (mixgemm/dispatch.py): at M = 33..64 32 x 128 in two row tiles was the best tile swept (8192x1280, 1024x8192; H100
-# and H200), ahead of 64 x 128.
+# On the sm90 layout `auto` brings M = 17..32 on weights up to 64 Mi elements, and M = 33..64 where the sm90
+# GEMM's tiles are too few or short, to this path (mixgemm/dispatch.py): at M = 33..64 32 x 128 in two row tiles
+# was the best tile swept (8192x1280, 1024x8192; H100 and H200), ahead of 64 x 128.
 _SM90_LAYOUT_MID_M_FIRST = (32, 128)
 _SM90_LAYOUT_MID_M = 64
 _LARGE_M = 4096  # an M of the last bucket: _pick_tile(configs, _LARGE_M, ...) is the large-M tile
