@@ -48,7 +48,8 @@ SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20
 # ... and up to 64 rows where the sm90 GEMM's 128-column tiles are too few to fill the GPU even split (its
 # stream-K splits K at most paths.sm90.MAX_SPLIT_K ways, so under sm_count / (2 x MAX_SPLIT_K) tiles leave more
 # than half the SMs idle; an N that 128 columns do not divide counts as none) or give each SM fewer than this many
-# 64-deep k-tiles (8192x1280: 9.7, 1024x8192: 7.8).
+# 64-deep k-tiles: the sm80 tiles won at 7.8 (1024x8192) and 9.7 (8192x1280), the sm90 GEMM at 15.5 (4096x4096,
+# 2048x8192), the two tied at 19.4 (8192x2560); 12 lies between.
 SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M = 64
 SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
 # Why, where the sm90 GEMM's wgmma main loop is the faster one: its fixed cost per launch (prologue, pipeline
