@@ -28,6 +28,8 @@ import sys
 import torch
 
 from mixgemm.bench import timing
+from mixgemm.library import parse_config  # a config's name -> its GemmConfig; a path's name stays as it is
+from mixgemm.ops import resolve_config
 
 
 def load_harness(peers_dir: pathlib.Path):
@@ -48,15 +50,10 @@ def config_peer(pb, variant: str, config: str):
             self.name = f"mixgemm[{variant}]@{config}"
 
         def closures(self, st, x):
-            from mixgemm.library import parse_config  # a config's name -> its GemmConfig; "sm80" stays a path
-
             chosen = parse_config(config)
             return [functools.partial(self.mixgemm.gemm, x, packed, None, chosen) for packed in st["copies"]]
 
         def info(self, st, M):
-            from mixgemm.library import parse_config
-            from mixgemm.ops import resolve_config
-
             return f"config={resolve_config(M, st['copies'][0], parse_config(config)).name}"
 
     return ConfigPeer()
