@@ -48,13 +48,13 @@ def config_peer(pb, variant: str, config: str):
         def __init__(self):
             super().__init__(variant)
             self.name = f"mixgemm[{variant}]@{config}"
+            self.config = parse_config(config)
 
         def closures(self, st, x):
-            chosen = parse_config(config)
-            return [functools.partial(self.mixgemm.gemm, x, packed, None, chosen) for packed in st["copies"]]
+            return [functools.partial(self.mixgemm.gemm, x, packed, None, self.config) for packed in st["copies"]]
 
         def info(self, st, M):
-            return f"config={resolve_config(M, st['copies'][0], parse_config(config)).name}"
+            return f"config={resolve_config(M, st['copies'][0], self.config).name}"
 
     return ConfigPeer()
 
@@ -66,7 +66,10 @@ def make_peers(pb, names: list[str]):
             base, config = name.split("@", 1)
             if base not in ("mixgemm[zp]", "mixgemm[sym]"):
                 raise SystemExit(f"model_order_bench: --peers {name}: only mixgemm[zp|sym] takes @CONFIG")
-            peers.append(config_peer(pb, base[len("mixgemm["):-1], config))
+            try:
+                peers.append(config_peer(pb, base[len("mixgemm["):-1], config))
+            except ValueError as error:  # parse_config's: not auto, a path or a config name
+                raise SystemExit(f"model_order_bench: --peers {name}: {error}") from None
         elif name in pb.ALL_PEERS:
             peers += pb.make_peers([name])
         else:
@@ -108,7 +111,8 @@ def run_cell(pb, K, N, M, refs_weight, states, reasons, peers, rounds, log):
             pb.sync()
     for rnd in range(rounds):
         order = list(live)
-        for position, name in enumerate(order[rnd % max(1, len(order)):] + order[: rnd % max(1, len(order))]):
+        first = rnd % max(1, len(order))
+        for position, name in enumerate(order[first:] + order[:first]):
             fns, row = live[name], rows[name]
             row["positions"].append(position)  # where in the round's order it ran
             calls = max(len(fns), CALLS_PER_SAMPLE)

@@ -134,6 +134,8 @@ def test_peer_names():
     assert [p.name for p in peers] == ["mixgemm[zp]", "mixgemm[sym]@sm80", "machete[zp]"]
     with pytest.raises(SystemExit, match="only mixgemm"):
         tool.make_peers(pb, ["machete[zp]@sm80"])
+    with pytest.raises(SystemExit, match=r"--peers mixgemm\[zp\]@32x128x64_bogus: invalid config"):
+        tool.make_peers(pb, ["mixgemm[zp]@32x128x64_bogus"])
     with pytest.raises(SystemExit, match="not one of"):
         tool.make_peers(pb, ["marlin"])
 

@@ -9,7 +9,8 @@
   by the calls it holds is one sample. We report the median of >= 7 samples, with min and max.
 
 The calls run back to back, each launched right after the one before. :func:`time_after_elementwise` times
-them in a model's order instead, each after the elementwise kernel that writes its input (``sweep --after-elementwise``).
+them in a model's order instead, each after the elementwise kernel that writes its input
+(``sweep --after-elementwise``).
 
 If capture fails (an op that cannot be captured), the same calls are timed as eager launches and the
 result says so: such numbers include launch overhead and are not comparable at small sizes.

@@ -136,8 +136,8 @@ _STREAM_K_MAX_M = 256
 
 # On the sm90 layout 16 x 128 (weights from 32 Mi elements) and 32 x 128 tiles take split-K instead: the largest
 # split of SWEEP_SPLIT_KS that leaves every split at least 12 k-tiles (8 on narrow weights, below) and the grid at
-# most 4 blocks per SM, where that is 4 splits or more. Over 14 cells at M = 16 and 14 at M = 32 (H100 and H200, interleaved A/B,
-# docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best config of both GPUs
+# most 4 blocks per SM, where that is 4 splits or more. Over 14 cells at M = 16 and 14 at M = 32 (H100 and H200,
+# interleaved A/B, docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best config of both GPUs
 # (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90 GEMM) before. A split
 # of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100 (8192x14336 M = 16,
 # 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles than SMs) the grid is
