@@ -852,14 +852,14 @@ def test_after_elementwise_is_a_sweep_and_tune_option(capsys):
 
 
 def test_time_after_elementwise_subtracts_the_elementwise_kernel(monkeypatch):
-    # The fake timer makes its calls as the real one does (cycling the closures) and prices a sample as the real
-    # one would: per call, the kernel's time plus the replay's fixed 8 us spread over the sample's calls. A pair
-    # costs 12 + i us in sample i, the elementwise kernel alone 2.5; both must make the same number of calls for
-    # the fixed cost to cancel.
+    # The fake timer makes its calls as the real one does (cycling the closures; left to choose, four passes over
+    # them, as the real one lengthens a short sample) and prices a sample as the real one would: per call, the
+    # kernel's time plus the replay's fixed 8 us spread over the sample's calls. A pair costs 12 + i us in sample
+    # i, the elementwise kernel alone 2.5; both must make the same number of calls for the fixed cost to cancel.
     seen, calls_made = [], []
 
     def fake_time_fn(fns, copies=None, warmup=2, reps=7, use_graph=True):
-        calls = len(fns) if copies is None else copies
+        calls = 4 * len(fns) if copies is None else copies
         for i in range(calls):
             fns[i % len(fns)]()
         calls_made.append(calls)
@@ -872,12 +872,12 @@ def test_time_after_elementwise_subtracts_the_elementwise_kernel(monkeypatch):
     x[0, :4] = torch.tensor([6e-8, -6e-8, 1e-7, 65504.0])  # fp16 subnormals and the largest value halve and add back
     before = x.clone()
     result = timing.time_after_elementwise([lambda: seen.append(x.clone())] * 3, x)
-    assert calls_made == [3, 3]
+    assert calls_made == [12, 12]  # the kernel alone over as many calls as the pairs' timer chose
     assert result.median_us == pytest.approx(15.0 - 2.5) and result.min_us == pytest.approx(9.5)
-    assert result.samples_us == pytest.approx([9.5 + i for i in range(7)]) and result.calls_per_sample == 3
-    assert "5.17 us alone, subtracted" in result.note  # 2.5 + 8 / 3: the kernel and its share of the replay
+    assert result.samples_us == pytest.approx([9.5 + i for i in range(7)]) and result.calls_per_sample == 12
+    assert "3.17 us alone, subtracted" in result.note  # 2.5 + 8 / 12: the kernel and its share of the replay
     # The elementwise kernel rewrote x before every GEMM call, to the very values it held.
-    assert len(seen) == 3 and all(torch.equal(s, before) for s in seen) and torch.equal(x, before)
+    assert len(seen) == 12 and all(torch.equal(s, before) for s in seen) and torch.equal(x, before)
     # More calls per sample than closures: both timings make them.
     assert timing.time_after_elementwise([lambda: None] * 3, x, copies=32).median_us == pytest.approx(12.5)
     assert calls_made[2:] == [32, 32]

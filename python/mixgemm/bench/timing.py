@@ -3,10 +3,14 @@
 * Weights are rotated across enough copies that together they exceed 256 MB, so the 50 MB L2 never
   holds the weight a call is about to read: every call streams it from HBM, as in a real model where
   the previous layer's weights evicted this one's.
-* One CUDA graph captures one call per copy, in turn. Replaying it removes Python and launch overhead,
-  which would otherwise dominate the few-microsecond decode GEMMs.
+* One CUDA graph captures the calls, cycling through the copies. Replaying it removes Python and launch
+  overhead, which would otherwise dominate the few-microsecond decode GEMMs.
 * The graph is replayed several times and each replay timed with CUDA events; a replay's time divided
   by the calls it holds is one sample. We report the median of >= 7 samples, with min and max.
+* A sample pays some costs once, whatever its length: the host's enqueue of the replay, and the first
+  call's start with no call before it to overlap. A short GPU sleep ahead of the start event hides the
+  first (the replay is queued while the GPU is busy), and a sample holds whole passes over the copies
+  until it lasts MIN_SAMPLE_US, which spreads the second thin (see MIN_SAMPLE_US).
 
 The calls run back to back, each launched right after the one before. :func:`time_after_elementwise` times
 them in a model's order instead, each after the elementwise kernel that writes its input
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import statistics
 from typing import Callable, Sequence
 
@@ -29,6 +34,15 @@ MIN_REPS = 7
 # Beyond this many calls per graph the capture itself gets slow while adding no accuracy.
 MAX_COPIES = 1024
 L2_SAFE_BYTES = 256 << 20
+# A sample's once-per-replay costs, measured on an H100 (docs/perf-notes/2026-11-26-replay-fixed-cost.md): the
+# host's enqueue of a replay reads 14 us on a one-call graph of a tiny kernel (17.5 us a sample, 3.3 with the GPU
+# kept busy meanwhile); with the enqueue hidden, a split GEMM still pays ~24 us a sample (8192x28672, M = 16:
+# 58.3 us a call over 3 calls a sample, 50.4 over 64), its first call starting with nothing to overlap. At 1 ms a
+# sample such a cost is 2% of it, and 1% or less with a 10 us enqueue hidden or a plainer kernel.
+MIN_SAMPLE_US = 1000.0
+# GPU cycles to sleep ahead of each sample's start event, so the replay is enqueued before the GPU gets to it: at
+# least 50 us at the H100's and the H200's 1.98 GHz, over three times the 14 us enqueue above.
+HIDE_ENQUEUE_CYCLES = 100_000
 
 
 def copies_for(bytes_per_copy: int, min_total: int = L2_SAFE_BYTES) -> int:
@@ -62,6 +76,40 @@ def _eager(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:
     return run
 
 
+def passes_for_floor(sample_us: float, calls: int, closures: int) -> int:
+    """How many calls a sample needs to last :data:`MIN_SAMPLE_US`, given that ``calls`` calls took ``sample_us``:
+    ``calls`` itself if they did, else whole passes over the ``closures`` (so no copy is read twice in a row, within
+    a replay or across two), at most :data:`MAX_COPIES` calls (and at least one pass)."""
+    if sample_us >= MIN_SAMPLE_US:
+        return calls
+    per_call = max(sample_us, 1e-3) / calls
+    passes = math.ceil(MIN_SAMPLE_US / per_call / closures)
+    return closures * max(1, min(passes, MAX_COPIES // closures))
+
+
+def _capture(run: Callable[[], None]) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    # The first replay uploads the graph to the device; keep it out of the samples.
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
+def _sample_us(launch: Callable[[], None], hide_enqueue: bool) -> float:
+    """One launch's time in microseconds, between CUDA events."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    if hide_enqueue:
+        torch.cuda._sleep(HIDE_ENQUEUE_CYCLES)
+    start.record()
+    launch()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3  # ms -> us
+
+
 def time_fn(
     fn_per_copy: Sequence[Callable[[], object]] | Callable[[], object],
     copies: int | None = None,
@@ -71,10 +119,11 @@ def time_fn(
 ) -> Timing:
     """Times the closures in ``fn_per_copy`` (one per weight copy) under the protocol above.
 
-    ``copies`` is the number of calls per sample; they cycle through the closures, so it defaults to
-    ``len(fn_per_copy)`` (each copy once). A single callable is accepted as a list of one (useful when
-    one buffer is already larger than L2). ``warmup`` passes over all calls run first, eagerly: they
-    load kernels, create cuBLAS handles and let the allocator settle before capture.
+    ``copies`` is the number of calls per sample, exactly; they cycle through the closures. By default a sample
+    holds whole passes over the closures, one or as many as it takes to last :data:`MIN_SAMPLE_US` under a CUDA
+    graph. A single callable is accepted as a list of one (useful when one buffer is already larger than L2).
+    ``warmup`` passes over all calls run first, eagerly: they load kernels, create cuBLAS handles and let the
+    allocator settle before capture.
     """
     fns = [fn_per_copy] if callable(fn_per_copy) else list(fn_per_copy)
     if not fns:
@@ -84,7 +133,11 @@ def time_fn(
         raise ValueError(f"time_fn: copies must be >= 1, got {copies}")
     if reps < MIN_REPS:
         raise ValueError(f"time_fn: reps must be >= {MIN_REPS} (the protocol's median of >= 7), got {reps}")
-    run_eager = _eager([fns[i % len(fns)] for i in range(calls_per_sample)])
+
+    def calls(n: int) -> Callable[[], None]:
+        return _eager([fns[i % len(fns)] for i in range(n)])
+
+    run_eager = calls(calls_per_sample)
 
     # Warm up on a side stream, as torch.cuda.graph's documentation asks: lazily created state (cuBLAS
     # workspaces, our split-K semaphores) must exist before capture, or it would be allocated inside it.
@@ -99,30 +152,23 @@ def time_fn(
     launch, graph, note = run_eager, None, None
     if use_graph:
         try:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                run_eager()
-            # The first replay uploads the graph to the device; keep it out of the samples.
-            graph.replay()
-            torch.cuda.synchronize()
+            graph = _capture(run_eager)
+            if copies is None:
+                wanted = passes_for_floor(_sample_us(graph.replay, True), calls_per_sample, len(fns))
+                if wanted != calls_per_sample:
+                    calls_per_sample, graph = wanted, None  # the short graph's memory goes before the long one's
+                    graph = _capture(calls(calls_per_sample))
             launch = graph.replay
         except Exception as exc:  # noqa: BLE001 - any capture failure falls back, and is reported
             graph = None
             note = f"CUDA graph capture failed ({type(exc).__name__}: {exc}); timed eager launches"
             torch.cuda.synchronize()
+            launch = run_eager = calls(calls_per_sample)
     else:
         note = "CUDA graphs disabled; timed eager launches"
 
-    samples = []
-    for _ in range(reps):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls_per_sample)  # ms -> us, per call
     used_graph = graph is not None
+    samples = [_sample_us(launch, used_graph) / calls_per_sample for _ in range(reps)]
     del graph, launch  # frees the graph's private memory pool before the caller times the next peer
     return Timing(
         median_us=statistics.median(samples), min_us=min(samples), max_us=max(samples),
@@ -145,8 +191,9 @@ def time_after_elementwise(
     tail and hides its own launch and prologue; in a model the kernel before a projection is a norm, an activation
     or attention, which does not let it (docs/perf-notes/2026-11-26-model-order.md). The result's samples are the
     pair's less the elementwise kernel's median; its note says how much was taken off. ``copies`` as for
-    :func:`time_fn` (calls per sample, cycling through the closures); both timings make that many calls, so the
-    graph replay's own fixed cost, which :func:`time_fn` spreads over the calls of a sample, cancels."""
+    :func:`time_fn` (calls per sample, cycling through the closures; by default as many as the pairs' sample takes
+    to last :data:`MIN_SAMPLE_US`); the kernel alone is timed over as many calls as the pairs were, so what a
+    sample pays once is spread alike over both and cancels."""
     h = x * 0.5
     r = x - h  # exact (Sterbenz), so h + r rounds back to x exactly: the closures' input is unchanged
 
@@ -158,10 +205,9 @@ def time_after_elementwise(
         return fn()
 
     fns = [fn_per_copy] if callable(fn_per_copy) else list(fn_per_copy)
-    calls = len(fns) if copies is None else copies
-    together = time_fn([functools.partial(pair, fn) for fn in fns], calls, warmup=warmup, reps=reps,
+    together = time_fn([functools.partial(pair, fn) for fn in fns], copies, warmup=warmup, reps=reps,
                        use_graph=use_graph)
-    alone = time_fn([write_input], calls, warmup=warmup, reps=reps, use_graph=use_graph)
+    alone = time_fn([write_input], together.calls_per_sample, warmup=warmup, reps=reps, use_graph=use_graph)
     shift = alone.median_us
     notes = [f"after an elementwise kernel writing x ({shift:.2f} us alone, subtracted)", together.note, alone.note]
     return Timing(
