@@ -503,7 +503,7 @@ def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     (16, 2560, 8192, 16, 264),   # 16 rows below 32 Mi elements: stream-K over 2 blocks per SM
     (16, 8128, 4096, 16, 264),   # just under 32 Mi elements (4096 x 8128)
     (32, 8192, 2048, 32, 132),   # 32 k-tiles: at most 2 splits of 12+ k-tiles, under 4: stream-K, one block per SM
-    (32, 8192, 1024, 32, 128),   # 16 k-tiles x 64 tiles = 1024 units / 8 per block
+    (17, 8192, 2048, 32, 132),   # 2048 units / 132 blocks = 15.5 k-tiles a block: long enough
 ])
 def test_heuristic_sm90_layout_keeps_stream_k_where_the_split_is_small(M, N, K, tile, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
@@ -511,6 +511,30 @@ def test_heuristic_sm90_layout_keeps_stream_k_where_the_split_is_small(M, N, K, 
     # The sm80 layout is untouched by the rule: its 16 x 128 tiles stream K over 4 blocks per SM.
     if tile == 16:
         assert heuristic(SETS["full"], M, N, K).split_k_mode == "streamk"
+
+
+@pytest.mark.parametrize("M, N, K, sms", [
+    (32, 8192, 1024, 132),        # 16 k-tiles x 64 tiles = 1024 units over 128 blocks: 8 each, under 12
+    (17, 8192, 1024, 132),
+    (32, 8192, 1024 + 512, 132),  # 24 k-tiles: 1536 units over 132 blocks, 11.6 each
+])
+def test_heuristic_sm90_layout_short_stream_k_takes_two_rows_of_16_row_tiles(M, N, K, sms):
+    cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, sms, layout="sm90")
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode, cfg.stages) == (16, 128, 1, "none", 4)
+
+
+@pytest.mark.parametrize("M, N, K, sms, tile, mode", [
+    (33, 8192, 1024, 132, 32, "streamk"),   # 33 rows: 16-row tiles would take three rows
+    (16, 8192, 1024, 132, 16, "streamk"),   # 16 rows keep their own rule
+    (32, 8192, 1024, 120, 32, "streamk"),   # 128 tiles of 16 rows over 120 SMs: more than one wave
+    (32, 8192, 2048, 132, 32, "streamk"),   # 15.5 k-tiles a block
+    (32, 8192, 25 * 64, 132, 32, "streamk"),  # 25 k-tiles: 1600 units over 132 blocks, 12.1 each (24: 11.6)
+])
+def test_heuristic_short_stream_k_rule_bounds(M, N, K, sms, tile, mode):
+    cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, sms, layout="sm90")
+    assert (cfg.tile_m, cfg.split_k_mode) == (tile, mode)
+    # The sm80 layout is untouched by the rule.
+    assert heuristic(SETS["full"], 32, 8192, 1024, 132).tile_m == 32
 
 
 def test_heuristic_large_m_stays_data_parallel():

@@ -157,6 +157,12 @@ _SPLIT_K_MIN_SPLITS = 4
 # 0.92x-0.93x on the H100 and the H200).
 _SPLIT_K_NARROW_MIN_K_TILES = 8
 _SPLIT_K_NARROW_COLUMN_TILES_PER_SM = 1 / 8
+# Where the split-K rule above finds too few splits for 32 x 128 tiles at M = 17..32 and their stream-K grid would
+# give each block under 12 k-tiles (the split's minimum, for the same pipeline reason), two rows of 16 x 128 tiles
+# unsplit take the problem when they fit in one wave: 1024x8192 (64 column tiles of 16 k-tiles: 128 stream-K blocks
+# of 8) took 6.47 us against 7.13 back to back and 6.67 against 7.42 after an elementwise kernel (H100 sweeps,
+# docs/perf-notes/2026-11-26-replay-fixed-cost.md); 2048x8192 (15.5 k-tiles a block) kept 32 x 128 ahead by 10%.
+_SHORT_STREAM_K_ROWS_MAX_M = 32
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
 
@@ -218,6 +224,20 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     return config.with_split_k(max(splits), "parallel")
 
 
+def _sm90_layout_short_stream_k_rows(configs: list[Sm80Config], stream_k: Sm80Config, M: int, N: int, K: int,
+                                     sm_count: int) -> Sm80Config | None:
+    """Unsplit 16 x 128 tiles in place of ``stream_k`` (the sm90 layout's 32 x 128 stream-K grid at M = 17..32)
+    where that grid's blocks get under 12 k-tiles each and the 16-row tiles fill at most one wave (see above)."""
+    if (stream_k.tile_m, stream_k.tile_n) != _SM90_LAYOUT_MID_M_FIRST:
+        return None
+    if stream_k.stream_k_units(M, N, K) >= _SPLIT_K_MIN_K_TILES * stream_k.split_k:
+        return None
+    rows = [c for c in configs if (c.tile_m, c.tile_n) == _SMALL_M_FIRST["sm90"]]
+    if not rows or rows[0].output_tiles(M, N) > sm_count:
+        return None
+    return next((c for c in rows if c.stages == _PREFERRED_STAGES[_SMALL_M_FIRST["sm90"]]), rows[0])
+
+
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80",
               memory_bandwidth: float = 0.0) -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles); on the sm90 layout
@@ -234,6 +254,10 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
         if split is not None:
             return split
     stream_k = _stream_k(config, M, N, K, sm_count, layout)
+    if layout == "sm90" and stream_k is not None and 16 < M <= _SHORT_STREAM_K_ROWS_MAX_M:
+        rows = _sm90_layout_short_stream_k_rows(configs, stream_k, M, N, K, sm_count)
+        if rows is not None:
+            return rows
     if stream_k is not None:
         return stream_k
     tiles = config.output_tiles(M, N)
