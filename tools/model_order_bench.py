@@ -77,9 +77,10 @@ def make_peers(pb, names: list[str]):
     return peers
 
 
-# Calls per timed sample, whatever the weight copies: a CUDA graph replay has a fixed cost of its own (5-14 us on the
-# H100, read off the first run of this tool, where a sample held one call per copy), which time_fn spreads over a
-# sample's calls; at 64 calls it adds under 0.25 us to the back-to-back time (the model-order time subtracts it).
+# Calls per timed sample, whatever the weight copies: a sample pays some costs once (the first call's start with
+# nothing to overlap, up to ~24 us on a split GEMM; time_fn hides the replay's enqueue; H100,
+# docs/perf-notes/2026-11-26-replay-fixed-cost.md), which 64 calls spread to under 0.4 us a call, the same count
+# back to back and in a model's order.
 CALLS_PER_SAMPLE = 64
 
 
