@@ -57,15 +57,19 @@ def tp_table(floor_path: str, grid_paths: list[str]) -> str:
             floor[key] = rec["time_us"]
         elif rec["peer"] == "mixgemm":
             ours_bench[key] = rec["time_us"]
+    # The shards are the bench run's (its shape set "tp"): a peers run may hold other shapes beside them.
+    shards = {(K, N) for K, N, _ in (*floor, *ours_bench)}
     cells: dict = {}
     for p in grid_paths:
         data = json.load(open(p))
         run: dict = {}
         for rec in data.get("results", []):
-            if rec["ok"] and rec["median_us"]:
+            if rec["ok"] and rec["median_us"] and (rec["K"], rec["N"]) in shards:
                 run.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = rec["median_us"]
         # A run whose per-peer JSON was lost keeps the harness's printed summary: ours and the fastest other peer.
         for row in data.get("rows", []):
+            if (row["K"], row["N"]) not in shards:
+                continue
             run[(row["K"], row["N"], row["M"])] = {"mixgemm[zp]": row["mixgemm_zp_us"],
                                                    row["best_peer"]: row["best_peer_us"]}
         cells.update(run)  # a later file's cell replaces the whole cell: a ratio never mixes two runs

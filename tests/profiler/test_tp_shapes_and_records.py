@@ -50,8 +50,11 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-26-h100-tp-shards-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-pdl-peers.json"),
                                      str(b / "2026-11-26-h100-tp-m16-64-rule-peers.json"),
-                                     str(b / "2026-11-26-h100-bandwidth-split-peers.json")])
+                                     str(b / "2026-11-26-h100-bandwidth-split-peers.json"),
+                                     str(b / "2026-11-26-h100-sample-floor-peers-first.json"),
+                                     str(b / "2026-11-26-h100-sample-floor-peers.json")])
     assert "in 83 of 96 cells" in table
+    assert "| 4096x4096 |" not in table  # the last run timed a DESIGN shape too: not a shard
     assert table in (ROOT / "BENCHMARKS.md").read_text()
     # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
     first = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
@@ -68,7 +71,8 @@ def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
         {"K": 64, "N": 128, "M": 1, "peer": "mixgemm", "time_us": 3.0}]}))
     runs = tmp_path / "runs.json"  # per-peer rows: mixgemm[sym] is ours, never "the best other peer"
     runs.write_text(json.dumps({"results": [
-        {"K": 64, "N": 128, "M": 1, "peer": p, "median_us": t, "ok": True}
+        {"K": K, "N": 128, "M": 1, "peer": p, "median_us": t, "ok": True}
+        for K in (64, 256)  # 256x128 is not a shard of the bench run: left out
         for p, t in (("mixgemm[zp]", 4.0), ("mixgemm[sym]", 1.0), ("machete[zp]", 5.0))]}))
     summary = tmp_path / "summary.json"  # a later run's printed summary of another cell
     summary.write_text(json.dumps({"rows": [
@@ -76,7 +80,7 @@ def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
     table = _record_tool().tp_table(str(floor), [str(runs), str(summary)])
     assert "| 64x128 | 1 | 4.0 | 5.0 machete[zp] | 0.800 | 1.50x |" in table
     assert "| 64x128 | 16 | 6.0 | 5.0 ist_marlin[sym] | 1.200 **behind** | - |" in table
-    assert "in 1 of 2 cells" in table
+    assert "in 1 of 2 cells" in table and "256x128" not in table
     # A later run of a cell replaces the whole cell (ours and the peers), so a ratio never mixes two runs.
     later = tmp_path / "later.json"
     later.write_text(json.dumps({"rows": [
