@@ -533,8 +533,11 @@ def test_heuristic_sm90_layout_short_stream_k_takes_two_rows_of_16_row_tiles(M, 
 def test_heuristic_short_stream_k_rule_bounds(M, N, K, sms, tile, mode):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, sms, layout="sm90")
     assert (cfg.tile_m, cfg.split_k_mode) == (tile, mode)
-    # The sm80 layout is untouched by the rule.
-    assert heuristic(SETS["full"], 32, 8192, 1024, 132).tile_m == 32
+
+
+def test_the_short_stream_k_rule_leaves_the_sm80_layout_alone():
+    cfg = heuristic(SETS["full"], 32, 8192, 1024, 132)
+    assert cfg.tile_m == 32 and cfg.split_k_mode != "none"
 
 
 def test_heuristic_large_m_stays_data_parallel():

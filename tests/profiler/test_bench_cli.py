@@ -897,7 +897,11 @@ def test_sweep_after_elementwise_times_every_case_in_the_models_order(fake_gpu, 
                      "--out", str(out)]) == 0
     data = json.loads((out / "sweep.json").read_text())
     assert data["meta"]["protocol"]["order"] == "after_elementwise"
+    assert data["meta"]["protocol"]["min_sample_us"] == timing.MIN_SAMPLE_US
+    assert data["meta"]["protocol"]["enqueue_hidden_cycles"] == timing.HIDE_ENQUEUE_CYCLES
     ok = [r for r in data["results"] if r["status"] == "ok"]
+    # The record names what it holds: calls per sample (the fake's one per copy), not the copies.
+    assert all(r["calls_per_sample"] >= 1 and "copies" not in r for r in ok)
     assert len(timed) == len(ok) + 1  # every case, and the layout's throwaway first timing
     auto = next(r for r in ok if r["peer"] == "mixgemm:auto")
     assert auto["time_us"] == pytest.approx(_FakeGPU.mixgemm_us(1, _FakeGPU.AUTO["sm80"]) + 2.0)

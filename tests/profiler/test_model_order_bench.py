@@ -89,6 +89,17 @@ def test_the_gemm_in_model_order_is_the_pair_less_the_elementwise_kernel(monkeyp
     assert by["vllm_marlin[sym]"]["error"] == "unavailable: no library"
 
 
+def test_a_sample_holds_whole_passes_over_the_copies(monkeypatch):
+    # Three copies: 66 calls (22 passes), not 64, so no copy is read twice in a row across two replays.
+    calls_made = []
+    monkeypatch.setattr(timing, "time_fn", fake_timer(calls_made))
+    w = torch.randn(64, 32, dtype=torch.float64)
+    ours = Peer("mixgemm[zp]")
+    tool.run_cell(fake_harness(), 64, 32, 4, lambda v: w, {ours.name: {"copies": [w, w, w]}}, {}, [ours], 1,
+                  log=lambda line: None)
+    assert calls_made == [66, 66, 66]
+
+
 def test_every_gemm_call_reads_the_input_its_reference_was_taken_on(monkeypatch):
     monkeypatch.setattr(timing, "time_fn", fake_timer([]))
     w = torch.randn(64, 32, dtype=torch.float64)

@@ -279,6 +279,7 @@ def _meta(args: argparse.Namespace, argv) -> dict:
     import torch
 
     from .. import __version__
+    from . import timing as protocol
 
     return {
         "command": args.command,
@@ -292,7 +293,8 @@ def _meta(args: argparse.Namespace, argv) -> dict:
         "group_size": args.group_size,
         "ceilings": {"read_bw_tbs": args.read_bw, "peak_tflops": args.peak_tflops},
         "protocol": {"reps": args.reps, "warmup": args.warmup, "cuda_graph": not args.no_graph,
-                     "l2_rotation_bytes": 256 << 20, "statistic": "median per call",
+                     "l2_rotation_bytes": protocol.L2_SAFE_BYTES, "min_sample_us": protocol.MIN_SAMPLE_US,
+                     "enqueue_hidden_cycles": protocol.HIDE_ENQUEUE_CYCLES, "statistic": "median per call",
                      "interleaved_rounds": getattr(args, "rounds", 1),
                      "order": "after_elementwise" if getattr(args, "after_elementwise", False) else "back_to_back"},
     }
@@ -325,7 +327,7 @@ def _time_case(problem: metrics.Problem, record: dict, closures, args, rounds: l
     notes = [n for n in (getattr(closures, "note", None), timing.note) if n]
     record.update(
         status="ok", time_us=timing.median_us, min_us=timing.min_us, max_us=timing.max_us,
-        samples_us=timing.samples_us, copies=timing.calls_per_sample, cuda_graph=timing.graph,
+        samples_us=timing.samples_us, calls_per_sample=timing.calls_per_sample, cuda_graph=timing.graph,
         tflops=rates.tflops, gbps=rates.gbps, pct_floor=rates.pct_of_floor, note="; ".join(notes) or None,
     )
     return record
@@ -434,7 +436,7 @@ def run_dequant(args, argv=None) -> list[dict]:
     def add(op: str, nbytes: int, timing) -> None:
         records.append({"op": op, "K": K, "N": N, "G": G, "dtype": args.dtype, "bytes": nbytes,
                         "time_us": timing.median_us, "min_us": timing.min_us, "max_us": timing.max_us,
-                        "samples_us": timing.samples_us, "copies": timing.calls_per_sample,
+                        "samples_us": timing.samples_us, "calls_per_sample": timing.calls_per_sample,
                         "cuda_graph": timing.graph, "note": timing.note,
                         "gbps": nbytes / (timing.median_us * 1e-6) / 1e9})
 

@@ -38,7 +38,8 @@ L2_SAFE_BYTES = 256 << 20
 # host's enqueue of a replay reads 14 us on a one-call graph of a tiny kernel (17.5 us a sample, 3.3 with the GPU
 # kept busy meanwhile); with the enqueue hidden, a split GEMM still pays ~24 us a sample (8192x28672, M = 16:
 # 58.3 us a call over 3 calls a sample, 50.4 over 64), its first call starting with nothing to overlap. At 1 ms a
-# sample such a cost is 2% of it, and 1% or less with a 10 us enqueue hidden or a plainer kernel.
+# sample such a cost is 2.4% of it; a kernel that overlaps nothing with its predecessor pays far less (the tiny
+# kernel above: 1.33 us a call at 16 calls a sample, 1.22 at 64, its enqueue hidden).
 MIN_SAMPLE_US = 1000.0
 # GPU cycles to sleep ahead of each sample's start event, so the replay is enqueued before the GPU gets to it: at
 # least 50 us at the H100's and the H200's 1.98 GHz, over three times the 14 us enqueue above.
@@ -110,6 +111,32 @@ def _sample_us(launch: Callable[[], None], hide_enqueue: bool) -> float:
     return start.elapsed_time(end) * 1e3  # ms -> us
 
 
+# A one-pass sample still holds what a sample pays once, so the per-call time read off it is high and one
+# lengthening falls short of the floor (0.65-0.98 ms in the H100 runs of a single lengthening); each further one
+# reads its per-call time off a longer sample.
+MAX_LENGTHENINGS = 3
+
+
+def _lengthen(graph: torch.cuda.CUDAGraph, calls: Callable[[int], Callable[[], None]], count: int,
+              closures: int) -> tuple[torch.cuda.CUDAGraph, int, str | None]:
+    """``graph`` (of ``count`` calls) recaptured with whole passes over the ``closures`` until a sample lasts
+    :data:`MIN_SAMPLE_US` (or :data:`MAX_COPIES` calls): the graph, its count, and a note where a longer capture
+    failed (the last graph that captured is kept)."""
+    for _ in range(MAX_LENGTHENINGS):
+        wanted = passes_for_floor(_sample_us(graph.replay, True), count, closures)
+        if wanted == count:
+            break
+        graph = None  # the short graph's memory goes before the longer one is captured
+        try:
+            graph = _capture(calls(wanted))
+        except Exception as exc:  # noqa: BLE001 - keep the length that captured, and say why
+            torch.cuda.synchronize()
+            return _capture(calls(count)), count, (f"a sample of {wanted} calls failed to capture "
+                                                   f"({type(exc).__name__}: {exc}); kept {count}")
+        count = wanted
+    return graph, count, None
+
+
 def time_fn(
     fn_per_copy: Sequence[Callable[[], object]] | Callable[[], object],
     copies: int | None = None,
@@ -121,9 +148,10 @@ def time_fn(
 
     ``copies`` is the number of calls per sample, exactly; they cycle through the closures. By default a sample
     holds whole passes over the closures, one or as many as it takes to last :data:`MIN_SAMPLE_US` under a CUDA
-    graph. A single callable is accepted as a list of one (useful when one buffer is already larger than L2).
-    ``warmup`` passes over all calls run first, eagerly: they load kernels, create cuBLAS handles and let the
-    allocator settle before capture.
+    graph (measured and recaptured at most :data:`MAX_LENGTHENINGS` times; eager launches keep one pass). A
+    single callable is accepted as a list of one (useful when one buffer is already larger than L2). ``warmup``
+    passes over all calls run first, eagerly: they load kernels, create cuBLAS handles and let the allocator
+    settle before capture.
     """
     fns = [fn_per_copy] if callable(fn_per_copy) else list(fn_per_copy)
     if not fns:
@@ -153,17 +181,14 @@ def time_fn(
     if use_graph:
         try:
             graph = _capture(run_eager)
-            if copies is None:
-                wanted = passes_for_floor(_sample_us(graph.replay, True), calls_per_sample, len(fns))
-                if wanted != calls_per_sample:
-                    calls_per_sample, graph = wanted, None  # the short graph's memory goes before the long one's
-                    graph = _capture(calls(calls_per_sample))
-            launch = graph.replay
         except Exception as exc:  # noqa: BLE001 - any capture failure falls back, and is reported
             graph = None
             note = f"CUDA graph capture failed ({type(exc).__name__}: {exc}); timed eager launches"
             torch.cuda.synchronize()
-            launch = run_eager = calls(calls_per_sample)
+        if graph is not None and copies is None:
+            graph, calls_per_sample, note = _lengthen(graph, calls, calls_per_sample, len(fns))
+        if graph is not None:
+            launch = graph.replay
     else:
         note = "CUDA graphs disabled; timed eager launches"
 
@@ -192,8 +217,9 @@ def time_after_elementwise(
     or attention, which does not let it (docs/perf-notes/2026-11-26-model-order.md). The result's samples are the
     pair's less the elementwise kernel's median; its note says how much was taken off. ``copies`` as for
     :func:`time_fn` (calls per sample, cycling through the closures; by default as many as the pairs' sample takes
-    to last :data:`MIN_SAMPLE_US`); the kernel alone is timed over as many calls as the pairs were, so what a
-    sample pays once is spread alike over both and cancels."""
+    to last :data:`MIN_SAMPLE_US`); the kernel alone is timed over as many calls as the pairs were, so the share of
+    a sample's once-paid costs that the kernel carries cancels, and what is left is the GEMM's own first start
+    spread over the same calls."""
     h = x * 0.5
     r = x - h  # exact (Sterbenz), so h + r rounds back to x exactly: the closures' input is unchanged
 

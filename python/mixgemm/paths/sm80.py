@@ -130,7 +130,8 @@ _STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): 
 # blocks; 4 per SM fell 1-11% behind 2 per SM in the sweep above (e.g. 8192x2560, M = 16: 11.4 against 10.6 us).
 # 32 x 128 (M = 17..64 where dispatch.py takes the sm80 tiles, or config="sm80") over one block per SM where the
 # split-K rule below does not apply: within 1% of the best config swept on 4096x4096 and 2048x8192, 1.07x on
-# 1024x8192 (where the split-K grid took 1.11x+; all three before the sm90 GEMM's dependent launch).
+# 1024x8192 (where the split-K grid took 1.11x+; all three before the sm90 GEMM's dependent launch; 1024x8192 at
+# M = 17..32 now takes unsplit 16-row tiles, below).
 _STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8), (32, 128): (1, 8)}
 _STREAM_K_MAX_M = 256
 
@@ -141,7 +142,7 @@ _STREAM_K_MAX_M = 256
 # (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90 GEMM) before. A split
 # of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100 (8192x14336 M = 16,
 # 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles than SMs) the grid is
-# too small or too crowded, and stream-K spreads the k-tiles better (1024x8192 and 2048x8192 at M = 32). 32 x 128
+# too small or too crowded, and stream-K spreads the k-tiles better (2048x8192 at M = 32; 1024x8192 see below). 32 x 128
 # keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits took 1.08x / 1.09x the best
 # config (16 splits: see the narrow weights below) and 0.78x the sm90 GEMM's time, on both GPUs (before the sm90
 # GEMM's dependent launch; after it 16 splits took 0.98x, dispatch.py).
@@ -162,6 +163,7 @@ _SPLIT_K_NARROW_COLUMN_TILES_PER_SM = 1 / 8
 # unsplit take the problem when they fit in one wave: 1024x8192 (64 column tiles of 16 k-tiles: 128 stream-K blocks
 # of 8) took 6.47 us against 7.13 back to back and 6.67 against 7.42 after an elementwise kernel (H100 sweeps,
 # docs/perf-notes/2026-11-26-replay-fixed-cost.md); 2048x8192 (15.5 k-tiles a block) kept 32 x 128 ahead by 10%.
+# The bound of 12 lies between those two measured points (8 and 15.5 k-tiles a block); none between was timed.
 _SHORT_STREAM_K_ROWS_MAX_M = 32
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
@@ -243,7 +245,8 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles); on the sm90 layout
     split-K for the 16- and 32-row tiles where the rule above finds enough splits, and two splits of the widest
     weights' 16 x 256 tiles on a GPU of under 4 TB/s (``memory_bandwidth``, bytes per second; 0: unknown); else
-    stream-K where the rule above has the tile, else split-K until the grid keeps the GPU busy."""
+    stream-K where the rule above has the tile (on the sm90 layout at M = 17..32, unsplit 16 x 128 tiles instead
+    where its blocks would get under 12 k-tiles), else split-K until the grid keeps the GPU busy."""
     config = _pick_tile(configs, M, layout, N, sm_count)
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M, layout, N, sm_count)
