@@ -14,7 +14,7 @@ import statistics
 import torch
 
 import mixgemm
-from mixgemm.bench.timing import HIDE_ENQUEUE_CYCLES, copies_for
+from mixgemm.bench import timing
 
 SHAPES = ((8192, 28672, 16), (4096, 4096, 16), (8192, 28672, 256))
 COUNTS = (1, 4, 16, 64)
@@ -24,27 +24,15 @@ G = 128
 
 def per_call_us(calls, n: int, hide_enqueue: bool) -> float:
     """Median over REPS replays of one graph of ``n`` calls (cycling ``calls``), per call."""
-    for _ in range(2):
+    def run() -> None:
         for i in range(n):
             calls[i % len(calls)]()
+
+    for _ in range(2):  # warm up: kernels loaded, workspaces made before capture
+        run()
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(n):
-            calls[i % len(calls)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(REPS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if hide_enqueue:
-            torch.cuda._sleep(HIDE_ENQUEUE_CYCLES)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / n)
-    return statistics.median(samples)
+    graph = timing.capture_graph(run)
+    return statistics.median(timing.sample_us(graph.replay, hide_enqueue) / n for _ in range(REPS))
 
 
 def probe(name: str, calls, default: int) -> None:
@@ -61,11 +49,11 @@ def main() -> None:
     probe("tiny add (1 element)", [lambda: tiny.add_(1)], 1)
     for K, N, M in SHAPES:
         x = torch.randn(M, K, device=dev, dtype=torch.half)
-        dense = copies_for(K * N * 2)
+        dense = timing.copies_for(K * N * 2)
         weights = [torch.randn(K, N, device=dev, dtype=torch.half) * 0.02 for _ in range(min(dense, 4))]
         probe(f"cublas {K}x{N} M={M}", [lambda w=w: torch.matmul(x, w) for w in weights], dense)
         del weights
-        packed = min(copies_for(K * N // 2), 16)
+        packed = min(timing.copies_for(K * N // 2), 16)
         packs = [mixgemm.prepack(torch.randint(-2**31, 2**31 - 1, (K, N // 8), dtype=torch.int32, device=dev),
                                  torch.rand(K // G, N, device=dev, dtype=torch.half) * 0.01,
                                  torch.randint(-2**31, 2**31 - 1, (K // G, N // 8), dtype=torch.int32, device=dev))

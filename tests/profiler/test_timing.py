@@ -79,8 +79,8 @@ def fake_gpu_timer(monkeypatch):
         def wait_stream(self, other):
             pass
 
-    monkeypatch.setattr(timing, "_capture", capture)
-    monkeypatch.setattr(timing, "_sample_us", sample_us)
+    monkeypatch.setattr(timing, "capture_graph", capture)
+    monkeypatch.setattr(timing, "sample_us", sample_us)
     monkeypatch.setattr(torch.cuda, "Stream", _Stream)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: _Stream())
     monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())

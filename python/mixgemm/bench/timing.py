@@ -88,7 +88,8 @@ def passes_for_floor(sample_us: float, calls: int, closures: int) -> int:
     return closures * max(1, min(passes, MAX_COPIES // closures))
 
 
-def _capture(run: Callable[[], None]) -> torch.cuda.CUDAGraph:
+def capture_graph(run: Callable[[], None]) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of what ``run`` launches, replayed once (uploaded) and ready to time."""
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         run()
@@ -98,8 +99,9 @@ def _capture(run: Callable[[], None]) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def _sample_us(launch: Callable[[], None], hide_enqueue: bool) -> float:
-    """One launch's time in microseconds, between CUDA events."""
+def sample_us(launch: Callable[[], None], hide_enqueue: bool) -> float:
+    """One launch's time in microseconds, between CUDA events; ``hide_enqueue``: the GPU sleeps first, so a
+    graph replay is queued before it gets to the start event (:data:`HIDE_ENQUEUE_CYCLES`)."""
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     if hide_enqueue:
@@ -123,15 +125,15 @@ def _lengthen(graph: torch.cuda.CUDAGraph, calls: Callable[[int], Callable[[], N
     :data:`MIN_SAMPLE_US` (or :data:`MAX_COPIES` calls): the graph, its count, and a note where a longer capture
     failed (the last graph that captured is kept)."""
     for _ in range(MAX_LENGTHENINGS):
-        wanted = passes_for_floor(_sample_us(graph.replay, True), count, closures)
+        wanted = passes_for_floor(sample_us(graph.replay, True), count, closures)
         if wanted == count:
             break
         graph = None  # the short graph's memory goes before the longer one is captured
         try:
-            graph = _capture(calls(wanted))
+            graph = capture_graph(calls(wanted))
         except Exception as exc:  # noqa: BLE001 - keep the length that captured, and say why
             torch.cuda.synchronize()
-            return _capture(calls(count)), count, (f"a sample of {wanted} calls failed to capture "
+            return capture_graph(calls(count)), count, (f"a sample of {wanted} calls failed to capture "
                                                    f"({type(exc).__name__}: {exc}); kept {count}")
         count = wanted
     return graph, count, None
@@ -180,7 +182,7 @@ def time_fn(
     launch, graph, note = run_eager, None, None
     if use_graph:
         try:
-            graph = _capture(run_eager)
+            graph = capture_graph(run_eager)
         except Exception as exc:  # noqa: BLE001 - any capture failure falls back, and is reported
             graph = None
             note = f"CUDA graph capture failed ({type(exc).__name__}: {exc}); timed eager launches"
@@ -193,7 +195,7 @@ def time_fn(
         note = "CUDA graphs disabled; timed eager launches"
 
     used_graph = graph is not None
-    samples = [_sample_us(launch, used_graph) / calls_per_sample for _ in range(reps)]
+    samples = [sample_us(launch, used_graph) / calls_per_sample for _ in range(reps)]
     del graph, launch  # frees the graph's private memory pool before the caller times the next peer
     return Timing(
         median_us=statistics.median(samples), min_us=min(samples), max_us=max(samples),
