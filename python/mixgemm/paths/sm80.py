@@ -173,6 +173,14 @@ SWEEP_SPLIT_KS = (2, 4, 8, 16)
 SWEEP_STREAM_K_BLOCKS_PER_SM = (1, 2, 3, 4)
 
 
+def _with_preferred_stages(matches: list[Sm80Config], layout: str) -> Sm80Config:
+    """Of one tile's compiled configs, the one at the stage count measured for it on ``layout`` (above), else the
+    shallowest of 3 or more."""
+    stages = _PREFERRED_STAGES_SM90_LAYOUT if layout == "sm90" else _PREFERRED_STAGES
+    preferred = [c for c in matches if c.stages == stages.get((c.tile_m, c.tile_n))]
+    return (preferred or sorted(matches, key=lambda c: (c.stages < 3, c.stages)))[0]
+
+
 def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, sm_count: int) -> Sm80Config:
     for bound, tiles in _PREFERENCE:
         if M <= bound:
@@ -186,9 +194,7 @@ def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, sm_count:
             for tile_m, tile_n in tiles:
                 matches = [c for c in configs if (c.tile_m, c.tile_n) == (tile_m, tile_n)]
                 if matches:
-                    stages = _PREFERRED_STAGES_SM90_LAYOUT if layout == "sm90" else _PREFERRED_STAGES
-                    preferred = [c for c in matches if c.stages == stages.get((tile_m, tile_n))]
-                    return (preferred or sorted(matches, key=lambda c: (c.stages < 3, c.stages)))[0]
+                    return _with_preferred_stages(matches, layout)
             break
     # Nothing preferred was compiled: the nearest tile height.
     return min(configs, key=lambda c: (abs(c.tile_m - min(M, 128)), -c.tile_n))
@@ -237,7 +243,7 @@ def _sm90_layout_short_stream_k_rows(configs: list[Sm80Config], stream_k: Sm80Co
     rows = [c for c in configs if (c.tile_m, c.tile_n) == _SMALL_M_FIRST["sm90"]]
     if not rows or rows[0].output_tiles(M, N) > sm_count:
         return None
-    return next((c for c in rows if c.stages == _PREFERRED_STAGES[_SMALL_M_FIRST["sm90"]]), rows[0])
+    return _with_preferred_stages(rows, "sm90")
 
 
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80",
