@@ -1,0 +1,69 @@
+"""The DESIGN-grid table of BENCHMARKS.md (tools/record_grid.py) and the power probe's arithmetic
+(tools/power_clock_probe.py), CPU only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_grid_table_reproduces_the_run_before_the_1ms_samples():
+    b = ROOT / "benchmarks"
+    table = _tool("record_grid").grid_table([str(b / "2026-11-26-h100-grid-6-shapes-pdl-peers.json"),
+                                             str(b / "2026-11-26-h100-grid-m16-64-rule-peers.json")])
+    assert "in 52 of 60 cells in both variants, 55 with zero points" in table
+
+
+def _rec(K, N, M, peer, us, ok=True, note=None):
+    return {"K": K, "N": N, "M": M, "peer": peer, "median_us": us, "ok": ok, "note": note}
+
+
+def test_grid_best_peer_rules(tmp_path):
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"results": [
+        # M = 64: cuBLAS is not yet a target, a peer that failed its check is no rival.
+        _rec(64, 128, 64, "mixgemm[zp]", 10.0, note="config=a"), _rec(64, 128, 64, "mixgemm[sym]", 10.5),
+        _rec(64, 128, 64, "cublas_fp16", 5.0), _rec(64, 128, 64, "ist_marlin[sym]", 4.0, ok=False),
+        _rec(64, 128, 64, "machete[sym]", 10.2),
+        # M = 128: cuBLAS is.
+        _rec(64, 128, 128, "mixgemm[zp]", 10.0, note="config=b"), _rec(64, 128, 128, "mixgemm[sym]", 9.0),
+        _rec(64, 128, 128, "cublas_fp16", 9.5), _rec(64, 128, 128, "machete[zp]", 12.0)]}))
+    table = _tool("record_grid").grid_table([str(run)])
+    assert "| 64x128 | 64 | 10.00 | 10.50 | 10.20 Machete sym | 0.980 | **1.029** | `a` |" in table
+    assert "| 64x128 | 128 | 10.00 | 9.00 | 9.50 cuBLAS fp16 | **1.053** | 0.947 | `b` |" in table
+    assert "in 0 of 2 cells in both variants, 1 with zero points" in table
+    # A later file's cell replaces the whole cell: ours and every peer.
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"results": [
+        _rec(64, 128, 64, "mixgemm[zp]", 9.0, note="config=c"), _rec(64, 128, 64, "mixgemm[sym]", 9.0),
+        _rec(64, 128, 64, "vllm_marlin[zp]", 9.0)]}))
+    table = _tool("record_grid").grid_table([str(run), str(later)])
+    assert "| 64x128 | 64 | 9.00 | 9.00 | 9.00 vLLM Marlin zp | 1.000 | 1.000 | `c` |" in table
+    assert "in 1 of 2 cells in both variants" in table
+
+
+def test_power_summary_per_call_cycles_and_energy():
+    probe = _tool("power_clock_probe")
+    cap = probe.THROTTLE_BITS["sw_power_cap"]
+    # 1000 calls in 3000 ms: 3000 us a call; at 1300 MHz that is 3.9 M cycles; at 700 W, 2100 mJ.
+    samples = [(1300, 690.0, cap), (1250, 700.0, cap), (1350, 710.0, 0)]
+    row = probe.summarize(3000.0, 1000, samples)
+    assert row["us_per_call"] == pytest.approx(3000.0)
+    assert row["sm_mhz"] == pytest.approx(1300.0) and row["sm_mhz_min"] == 1250
+    assert row["mcycles_per_call"] == pytest.approx(3.9)
+    assert row["watts"] == pytest.approx(700.0) and row["mj_per_call"] == pytest.approx(2100.0)
+    assert row["throttled_share"] == {"sw_power_cap": pytest.approx(2 / 3, abs=1e-3)}
+    with pytest.raises(ValueError, match="NVML samples"):
+        probe.summarize(1.0, 10, [])

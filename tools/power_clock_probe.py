@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Clock and power under a compute-bound GEMM: each peer's calls replayed back to back for a few seconds while
+NVML samples the SM clock, the board's power and the throttle reasons.
+
+At M = 4096 the large DESIGN shapes run at the GPU's power limit: the SM clock falls until the board draws its
+cap, so two kernels of equal cycles per call can differ in time by how much power a cycle of each draws, and a
+peer's time depends on how hot the GPU was when its turn came. The peers harness's samples (tens of ms) see the
+clock wherever it happens to be; here each peer runs long enough (``--seconds``) for the clock to settle, and the
+record gives, beside the time per call, the mean SM clock over the window, the cycles per call (time x clock: the
+kernel's own cost, which power does not move), the board power and the energy per call. Peers come from the peers
+harness (``peers_bench.py`` in --peers-dir), each with its own L2-rotated weight copies, in rounds that rotate
+their order.
+
+    python tools/power_clock_probe.py --peers-dir ../shared/peers --shapes 8192x28672,28672x8192 --ms 4096 \\
+        --peers "mixgemm[zp],cublas_fp16,machete[zp]" --out power.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import pathlib
+import statistics
+import sys
+import threading
+import time
+
+import torch
+
+from mixgemm.bench import timing
+
+# NVML's constants (nvml.h): the SM clock domain, and the throttle-reason bits a power-bound run raises.
+NVML_CLOCK_SM = 1
+THROTTLE_BITS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40,
+                 "hw_power_brake": 0x80}
+# One replay lasts about this long: long enough that its enqueue is nothing beside it, short enough that the
+# window ends within one replay of --seconds.
+REPLAY_MS = 50.0
+SAMPLE_EVERY_S = 0.02
+
+
+class Nvml:
+    """The few NVML calls the probe needs, through the driver's libnvidia-ml (no Python package needed)."""
+
+    def __init__(self, index: int):
+        try:
+            self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+        except OSError as exc:
+            raise SystemExit(f"power_clock_probe: NVML (libnvidia-ml.so.1) not found: {exc}") from None
+        self._check(self.lib.nvmlInit_v2(), "nvmlInit_v2")
+        self.handle = ctypes.c_void_p()
+        self._check(self.lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(self.handle)), "GetHandleByIndex")
+
+    @staticmethod
+    def _check(rc: int, what: str) -> None:
+        if rc != 0:
+            raise SystemExit(f"power_clock_probe: NVML {what} returned {rc}")
+
+    def sample(self) -> tuple[int, float, int]:
+        """(SM clock in MHz, board power in W, throttle-reason bits)."""
+        mhz, mw, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        self._check(self.lib.nvmlDeviceGetClockInfo(self.handle, NVML_CLOCK_SM, ctypes.byref(mhz)), "GetClockInfo")
+        self._check(self.lib.nvmlDeviceGetPowerUsage(self.handle, ctypes.byref(mw)), "GetPowerUsage")
+        self._check(self.lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(reasons)),
+                    "GetCurrentClocksThrottleReasons")
+        return mhz.value, mw.value / 1000.0, reasons.value
+
+
+def sampled_window(nvml: Nvml, replay, seconds: float) -> tuple[float, int, list]:
+    """Replays ``replay`` for ``seconds`` while a thread samples NVML: (elapsed GPU ms, replays, samples)."""
+    samples, stop = [], threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            samples.append(nvml.sample())
+            time.sleep(SAMPLE_EVERY_S)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    thread = threading.Thread(target=sampler)
+    replays, t0 = 0, time.perf_counter()
+    start.record()
+    thread.start()
+    while time.perf_counter() - t0 < seconds:
+        replay()
+        replays += 1
+        if replays % 4 == 0:  # keep the host at most a few replays ahead, so the window is the GPU's
+            torch.cuda.synchronize()
+    end.record()
+    torch.cuda.synchronize()
+    stop.set()
+    thread.join()
+    return start.elapsed_time(end), replays, samples
+
+
+def summarize(elapsed_ms: float, calls: int, samples: list) -> dict:
+    """A window's record: ``calls`` calls in ``elapsed_ms`` of GPU time, NVML's (MHz, W, reasons) ``samples``."""
+    if not samples or calls < 1:
+        raise ValueError(f"power_clock_probe: a window needs NVML samples and calls (got {len(samples)}, {calls})")
+    us = elapsed_ms * 1e3 / calls
+    mhz = statistics.mean(s[0] for s in samples)
+    watts = statistics.mean(s[1] for s in samples)
+    shares = {name: sum(bool(s[2] & bit) for s in samples) / len(samples) for name, bit in THROTTLE_BITS.items()}
+    return dict(us_per_call=us, sm_mhz=mhz, sm_mhz_min=min(s[0] for s in samples),
+                mcycles_per_call=us * mhz / 1e6, watts=watts, mj_per_call=watts * us / 1e3,
+                throttled_share={k: round(v, 3) for k, v in shares.items() if v}, samples=len(samples), calls=calls)
+
+
+def probe(nvml, fns, warm_s: float, seconds: float) -> dict:
+    calls = len(fns)
+    probe_us = timing.time_fn(fns, calls).median_us  # a first time per call, to size the replay
+    passes = max(1, round(REPLAY_MS * 1e3 / (probe_us * calls)))
+    graph = timing.capture_graph(lambda: [fn() for _ in range(passes) for fn in fns])
+    sampled_window(nvml, graph.replay, warm_s)  # reach the power state of a long run
+    ms, replays, samples = sampled_window(nvml, graph.replay, seconds)
+    return summarize(ms, replays * passes * calls, samples)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--peers-dir", type=pathlib.Path, required=True, help="the folder holding peers_bench.py")
+    ap.add_argument("--shapes", default="8192x28672,28672x8192", help="comma list of KxN")
+    ap.add_argument("--ms", default="4096", help="comma list of M")
+    ap.add_argument("--peers", default="mixgemm[zp],cublas_fp16,machete[zp],machete[sym]")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warm", type=float, default=1.0, help="seconds each peer runs before its window")
+    ap.add_argument("--seconds", type=float, default=2.0, help="seconds of each peer's sampled window")
+    ap.add_argument("--group", type=int, default=128)
+    ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("power_clock.json"))
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("power_clock_probe: needs a CUDA GPU")
+    if args.rounds < 1 or args.seconds <= 0 or args.warm < 0:
+        raise SystemExit("power_clock_probe: --rounds must be >= 1, --seconds > 0 and --warm >= 0")
+    try:
+        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
+        ms = [int(m) for m in args.ms.split(",") if m]
+    except ValueError:
+        raise SystemExit(f"power_clock_probe: --shapes takes KxN,KxN and --ms M,M; got {args.shapes!r}, {args.ms!r}")
+    sys.path.insert(0, str(args.peers_dir))
+    import peers_bench as pb
+
+    nvml = Nvml(torch.cuda.current_device())
+    peers = pb.make_peers([n for n in args.peers.split(",") if n])
+    meta = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, args=vars(args) | {
+        "peers_dir": str(args.peers_dir), "out": str(args.out)}, replay_ms=REPLAY_MS, sample_every_s=SAMPLE_EVERY_S)
+    print(f"power_clock_probe: {meta['gpu']}", flush=True)
+    results = []
+    for K, N in shapes:
+        problem = pb.make_problem(K, N, args.group, 0)
+        states = {p.name: p.setup(problem) for p in peers}
+        for M in ms:
+            x = torch.randn((M, K), device="cuda", dtype=torch.float32).half()
+            fns = {p.name: p.closures(states[p.name], x) for p in peers}
+            for rnd in range(args.rounds):
+                order = list(fns)
+                order = order[rnd % len(order):] + order[:rnd % len(order)]
+                for position, name in enumerate(order):
+                    row = dict(K=K, N=N, M=M, peer=name, round=rnd, position=position,
+                               **probe(nvml, fns[name], args.warm, args.seconds))
+                    results.append(row)
+                    print(f"{K}x{N} M={M} r{rnd} {name:<18} {row['us_per_call']:9.1f} us  {row['sm_mhz']:6.0f} MHz "
+                          f"(min {row['sm_mhz_min']})  {row['mcycles_per_call']:7.3f} Mcycles  {row['watts']:5.0f} W  "
+                          f"{row['mj_per_call']:7.2f} mJ  {row['throttled_share']}", flush=True)
+                    args.out.write_text(json.dumps(dict(meta=meta, results=results), indent=1))
+        del states, fns
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
