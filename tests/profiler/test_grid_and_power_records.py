@@ -19,6 +19,14 @@ def _tool(name):
     return module
 
 
+def test_grid_table_of_record():
+    table = _tool("record_grid").grid_table([str(ROOT / "benchmarks" / "2026-11-27-h100-grid-peers.json")])
+    rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
+    assert len(rows) == 6 * 10  # six shapes, ten M values
+    assert "in 51 of 60 cells in both variants, 54 with zero points" in table
+    assert table in (ROOT / "BENCHMARKS.md").read_text()
+
+
 def test_grid_table_reproduces_the_run_before_the_1ms_samples():
     b = ROOT / "benchmarks"
     table = _tool("record_grid").grid_table([str(b / "2026-11-26-h100-grid-6-shapes-pdl-peers.json"),
@@ -67,3 +75,15 @@ def test_power_summary_per_call_cycles_and_energy():
     assert row["throttled_share"] == {"sw_power_cap": pytest.approx(2 / 3, abs=1e-3)}
     with pytest.raises(ValueError, match="NVML samples"):
         probe.summarize(1.0, 10, [])
+
+
+def test_power_record_is_steady_and_at_the_cap():
+    """The committed run: every window throttled by the power cap all along, and each peer's two rounds within 1%
+    of each other - the steady state the peers harness's short samples do not reach."""
+    rows = json.loads((ROOT / "benchmarks" / "2026-11-27-h100-power-clock-m4096.json").read_text())["results"]
+    assert rows and all(r["throttled_share"].get("sw_power_cap") == 1.0 for r in rows)
+    by_peer = {}
+    for r in rows:
+        by_peer.setdefault((r["K"], r["N"], r["peer"]), []).append(r["us_per_call"])
+    for times in by_peer.values():
+        assert len(times) == 2 and max(times) / min(times) < 1.01

@@ -52,7 +52,8 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-26-h100-tp-m16-64-rule-peers.json"),
                                      str(b / "2026-11-26-h100-bandwidth-split-peers.json"),
                                      str(b / "2026-11-26-h100-sample-floor-peers-first.json"),
-                                     str(b / "2026-11-26-h100-sample-floor-peers.json")])
+                                     str(b / "2026-11-26-h100-sample-floor-peers.json"),
+                                     str(b / "2026-11-27-h100-tp-shards-peers.json")])
     assert "in 83 of 96 cells" in table
     assert "| 4096x4096 |" not in table  # the last run timed a DESIGN shape too: not a shard
     assert table in (ROOT / "BENCHMARKS.md").read_text()
