@@ -9,7 +9,7 @@ clock wherever it happens to be; here each peer runs long enough (``--seconds``)
 record gives, beside the time per call, the mean SM clock over the window, the cycles per call (time x clock: the
 kernel's own cost, which power does not move), the board power and the energy per call. Peers come from the peers
 harness (``peers_bench.py`` in --peers-dir), each with its own L2-rotated weight copies, in rounds that rotate
-their order.
+their order; as in tools/model_order_bench.py, ``mixgemm[zp]@CONFIG`` times one compiled config by name.
 
     python tools/power_clock_probe.py --peers-dir ../shared/peers --shapes 8192x28672,28672x8192 --ms 4096 \\
         --peers "mixgemm[zp],cublas_fp16,machete[zp]" --out power.json
@@ -29,6 +29,9 @@ import time
 import torch
 
 from mixgemm.bench import timing
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from model_order_bench import load_harness, make_peers  # the peers harness, and mixgemm[zp]@CONFIG peers
 
 # NVML's constants (nvml.h): the SM clock domain, and the throttle-reason bits a power-bound run raises.
 NVML_CLOCK_SM = 1
@@ -136,11 +139,9 @@ def main(argv=None) -> int:
         ms = [int(m) for m in args.ms.split(",") if m]
     except ValueError:
         raise SystemExit(f"power_clock_probe: --shapes takes KxN,KxN and --ms M,M; got {args.shapes!r}, {args.ms!r}")
-    sys.path.insert(0, str(args.peers_dir))
-    import peers_bench as pb
-
+    pb = load_harness(args.peers_dir)
+    peers = make_peers(pb, [n for n in args.peers.split(",") if n])
     nvml = Nvml(torch.cuda.current_device())
-    peers = pb.make_peers([n for n in args.peers.split(",") if n])
     meta = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, args=vars(args) | {
         "peers_dir": str(args.peers_dir), "out": str(args.out)}, replay_ms=REPLAY_MS, sample_every_s=SAMPLE_EVERY_S)
     print(f"power_clock_probe: {meta['gpu']}", flush=True)

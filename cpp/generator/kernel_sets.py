@@ -176,6 +176,10 @@ SM90_CANDIDATES = SM90_FULL + [
     (128, 256, 1, 1, "coop", "persistent"),
     (128, 128, 1, 2, "coop", "persistent"),
     (128, 128, 1, 2, "coop", "streamk"),
+    # M = 4096 runs at the board's power cap, where joules a call set the time; two CTAs along the weight
+    # columns sharing x's 32 KB k-tile by multicast halve the x bytes the 256-token tile pulls from L2
+    # (docs/perf-notes/2026-11-27-grid-on-1ms-samples-and-power-cap.md): for tools/power_clock_probe.py.
+    (256, 128, 1, 2, "coop", "persistent"),
 ]
 # CI's 2-core build: one schedule for each dtype x width (every code path of the runner and epilogue), and its
 # stream-K twin for fp16 x int4 only, so CI compiles our stream-K scheduler (sm90/self_resetting_stream_k.cuh).

@@ -301,7 +301,8 @@ def test_sm90_sweep_set():
     fp16_int4 = [(cfg, mode) for cfg, mode, act, bits in sweep if (act, bits) == ("fp16", 4)]
     # Every candidate with zero points...
     assert [cfg for cfg, mode in fp16_int4 if mode == "scale_offset"] == ks.SM90_CANDIDATES
-    assert len(ks.SM90_CANDIDATES) == 19 and (256, 128, 2, 1, "coop", "persistent") in ks.SM90_CANDIDATES
+    assert len(ks.SM90_CANDIDATES) == 20 and (256, 128, 2, 1, "coop", "persistent") in ks.SM90_CANDIDATES
+    assert (256, 128, 1, 2, "coop", "persistent") in ks.SM90_CANDIDATES  # x multicast at the power cap
     # ...the scale-only kernel of three cooperative persistent schedules...
     assert [cfg for cfg, mode in fp16_int4 if mode == "scale"] == [
         (64, 128, 1, 1, "coop", "persistent"), (128, 128, 1, 1, "coop", "persistent"),
@@ -310,7 +311,7 @@ def test_sm90_sweep_set():
     others = [k for k in sweep if (k[2], k[3]) != ("fp16", 4)]
     assert sorted(others) == sorted(k for k in ks.sm90_set("minimal") if (k[2], k[3]) != ("fp16", 4))
     assert set(ks.sm90_set("minimal")) <= set(sweep)
-    assert len(sweep) == 19 + 3 + 3
+    assert len(sweep) == 20 + 3 + 3
 
 
 def test_sm90_sources_and_registry(tmp_path):
