@@ -13,6 +13,7 @@ their order; as in tools/model_order_bench.py, ``mixgemm[zp]@CONFIG`` times one 
 
     python tools/power_clock_probe.py --peers-dir ../shared/peers --shapes 8192x28672,28672x8192 --ms 4096 \\
         --peers "mixgemm[zp],cublas_fp16,machete[zp]" --out power.json
+    python tools/power_clock_probe.py --report power.json      # its table (no GPU)
 """
 
 from __future__ import annotations
@@ -37,16 +38,18 @@ from model_order_bench import load_harness, make_peers  # the peers harness, and
 NVML_CLOCK_SM = 1
 THROTTLE_BITS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40,
                  "hw_power_brake": 0x80}
-# One replay lasts about this long: long enough that its enqueue is nothing beside it, short enough that the
-# window ends within one replay of --seconds.
+# One replay lasts about this long: long enough that its enqueue is nothing beside it. The host keeps at most
+# HOST_AHEAD replays queued, so a window runs up to that many replays (~0.2 s) past --seconds; the clock samples
+# cover the same span, so the per-call time and the mean clock stay paired.
 REPLAY_MS = 50.0
+HOST_AHEAD = 4
 SAMPLE_EVERY_S = 0.02
 
 
 class Nvml:
     """The few NVML calls the probe needs, through the driver's libnvidia-ml (no Python package needed)."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, expected_name: str):
         try:
             self.lib = ctypes.CDLL("libnvidia-ml.so.1")
         except OSError as exc:
@@ -54,6 +57,18 @@ class Nvml:
         self._check(self.lib.nvmlInit_v2(), "nvmlInit_v2")
         self.handle = ctypes.c_void_p()
         self._check(self.lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(self.handle)), "GetHandleByIndex")
+        # NVML numbers the GPUs of the machine, CUDA those CUDA_VISIBLE_DEVICES leaves, in its own order: the same
+        # index may be two GPUs. A differing name proves it; an equal one (same model) cannot, hence the note.
+        name = ctypes.create_string_buffer(96)
+        self._check(self.lib.nvmlDeviceGetName(self.handle, name, ctypes.c_uint(96)), "GetName")
+        self.name = name.value.decode()
+        if self.name != expected_name:
+            raise SystemExit(f"power_clock_probe: NVML's GPU {index} is {self.name!r}, CUDA's is {expected_name!r}: "
+                             "run with CUDA_VISIBLE_DEVICES unset (the probe samples NVML's GPU of CUDA's index)")
+        limit_mw = ctypes.c_uint()
+        self._check(self.lib.nvmlDeviceGetEnforcedPowerLimit(self.handle, ctypes.byref(limit_mw)),
+                    "GetEnforcedPowerLimit")
+        self.power_limit_w = limit_mw.value / 1000.0
 
     @staticmethod
     def _check(rc: int, what: str) -> None:
@@ -72,12 +87,15 @@ class Nvml:
 
 def sampled_window(nvml: Nvml, replay, seconds: float) -> tuple[float, int, list]:
     """Replays ``replay`` for ``seconds`` while a thread samples NVML: (elapsed GPU ms, replays, samples)."""
-    samples, stop = [], threading.Event()
+    samples, failures, stop = [], [], threading.Event()
 
     def sampler():
-        while not stop.is_set():
-            samples.append(nvml.sample())
-            time.sleep(SAMPLE_EVERY_S)
+        try:
+            while not stop.is_set():
+                samples.append(nvml.sample())
+                time.sleep(SAMPLE_EVERY_S)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below, never lost with the thread
+            failures.append(exc)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     thread = threading.Thread(target=sampler)
     replays, t0 = 0, time.perf_counter()
@@ -86,12 +104,14 @@ def sampled_window(nvml: Nvml, replay, seconds: float) -> tuple[float, int, list
     while time.perf_counter() - t0 < seconds:
         replay()
         replays += 1
-        if replays % 4 == 0:  # keep the host at most a few replays ahead, so the window is the GPU's
+        if replays % HOST_AHEAD == 0:  # the host at most HOST_AHEAD replays ahead: the window is the GPU's
             torch.cuda.synchronize()
     end.record()
     torch.cuda.synchronize()
     stop.set()
     thread.join()
+    if failures:
+        raise failures[0]
     return start.elapsed_time(end), replays, samples
 
 
@@ -109,18 +129,59 @@ def summarize(elapsed_ms: float, calls: int, samples: list) -> dict:
 
 
 def probe(nvml, fns, warm_s: float, seconds: float) -> dict:
-    calls = len(fns)
-    probe_us = timing.time_fn(fns, calls).median_us  # a first time per call, to size the replay
-    passes = max(1, round(REPLAY_MS * 1e3 / (probe_us * calls)))
+    """One peer's window: ``fns`` calls it on each of its L2-rotated weight copies, replayed in whole passes."""
+    copies = len(fns)
+    probe_us = timing.time_fn(fns, copies).median_us  # a first time per call, to size the replay
+    passes = max(1, round(REPLAY_MS * 1e3 / (probe_us * copies)))
     graph = timing.capture_graph(lambda: [fn() for _ in range(passes) for fn in fns])
     sampled_window(nvml, graph.replay, warm_s)  # reach the power state of a long run
-    ms, replays, samples = sampled_window(nvml, graph.replay, seconds)
-    return summarize(ms, replays * passes * calls, samples)
+    elapsed_ms, replays, samples = sampled_window(nvml, graph.replay, seconds)
+    return summarize(elapsed_ms, replays * passes * copies, samples)
+
+
+def report(rows: list[dict]) -> str:
+    """The record's table: each peer's mean over its rounds per cell, and our time over each peer's. Energy a
+    cycle (W / MHz) is what the power cap trades against the clock; mJ a call is time x power."""
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault((r["K"], r["N"], r["M"]), {}).setdefault(r["peer"], []).append(r)
+    out = ["| shape | M | peer | us a call | SM MHz | M cycles a call | W | uJ a cycle | mJ a call | ours / peer (time) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for (K, N, M), peers in cells.items():
+        ours_name = next((p for p in peers if p.startswith("mixgemm")), None)
+
+        def mean(name, field):
+            return statistics.mean(r[field] for r in peers[name])
+        for name in peers:
+            ratio = f"{mean(ours_name, 'us_per_call') / mean(name, 'us_per_call'):.3f}" if ours_name else "-"
+            out.append(f"| {K}x{N} | {M} | {name} | {mean(name, 'us_per_call'):.0f} | {mean(name, 'sm_mhz'):.0f} | "
+                       f"{mean(name, 'mcycles_per_call'):.3f} | {mean(name, 'watts'):.0f} | "
+                       f"{mean(name, 'watts') / mean(name, 'sm_mhz'):.4f} | {mean(name, 'mj_per_call'):.0f} | {ratio} |")
+    return "\n".join(out)
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    shapes = []
+    for item in (s for s in text.split(",") if s):
+        parts = item.lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise SystemExit(f"power_clock_probe: --shapes takes KxN,KxN of positive integers; got {item!r}")
+        shapes.append((int(parts[0]), int(parts[1])))
+    if not shapes:
+        raise SystemExit("power_clock_probe: --shapes names no shape")
+    return shapes
+
+
+def parse_ms(text: str) -> list[int]:
+    items = [m for m in text.split(",") if m]
+    if not items or not all(m.isdigit() and int(m) > 0 for m in items):
+        raise SystemExit(f"power_clock_probe: --ms takes M,M of positive integers; got {text!r}")
+    return [int(m) for m in items]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peers-dir", type=pathlib.Path, required=True, help="the folder holding peers_bench.py")
+    ap.add_argument("--peers-dir", type=pathlib.Path, help="the folder holding peers_bench.py (needed but for --report)")
     ap.add_argument("--shapes", default="8192x28672,28672x8192", help="comma list of KxN")
     ap.add_argument("--ms", default="4096", help="comma list of M")
     ap.add_argument("--peers", default="mixgemm[zp],cublas_fp16,machete[zp],machete[sym]")
@@ -129,21 +190,32 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=2.0, help="seconds of each peer's sampled window")
     ap.add_argument("--group", type=int, default=128)
     ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("power_clock.json"))
+    ap.add_argument("--report", type=pathlib.Path, help="print the table of a record this tool wrote, and exit")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("power_clock_probe: needs a CUDA GPU")
+    if args.report:
+        try:
+            rows = json.loads(args.report.read_text())["results"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"power_clock_probe: --report {args.report}: not a record of this tool ({exc!r})")
+        print(report(rows))
+        return 0
+    if args.peers_dir is None:
+        raise SystemExit("power_clock_probe: --peers-dir is needed to time the peers")
     if args.rounds < 1 or args.seconds <= 0 or args.warm < 0:
         raise SystemExit("power_clock_probe: --rounds must be >= 1, --seconds > 0 and --warm >= 0")
-    try:
-        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
-        ms = [int(m) for m in args.ms.split(",") if m]
-    except ValueError:
-        raise SystemExit(f"power_clock_probe: --shapes takes KxN,KxN and --ms M,M; got {args.shapes!r}, {args.ms!r}")
+    shapes, ms = parse_shapes(args.shapes), parse_ms(args.ms)
+    names = [n for n in args.peers.split(",") if n]
+    if not names:
+        raise SystemExit("power_clock_probe: --peers names no peer")
+    if not torch.cuda.is_available():
+        raise SystemExit("power_clock_probe: needs a CUDA GPU")
     pb = load_harness(args.peers_dir)
-    peers = make_peers(pb, [n for n in args.peers.split(",") if n])
-    nvml = Nvml(torch.cuda.current_device())
-    meta = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, args=vars(args) | {
-        "peers_dir": str(args.peers_dir), "out": str(args.out)}, replay_ms=REPLAY_MS, sample_every_s=SAMPLE_EVERY_S)
+    peers = make_peers(pb, names)
+    device = torch.cuda.current_device()
+    nvml = Nvml(device, torch.cuda.get_device_name(device))
+    meta = dict(gpu=nvml.name, power_limit_w=nvml.power_limit_w, torch=torch.__version__, args=vars(args) | {
+        "peers_dir": str(args.peers_dir), "out": str(args.out), "report": None}, replay_ms=REPLAY_MS,
+        sample_every_s=SAMPLE_EVERY_S)
     print(f"power_clock_probe: {meta['gpu']}", flush=True)
     results = []
     for K, N in shapes:

@@ -19,27 +19,40 @@ import sys
 CUBLAS_FROM_M = 128
 DISPLAY = {"machete": "Machete", "vllm_marlin": "vLLM Marlin", "ist_marlin": "Marlin", "gemlite": "gemlite",
            "cublas_fp16": "cuBLAS fp16"}
+OURS = ("mixgemm[zp]", "mixgemm[sym]")
+
+
+def family(peer: str) -> str:
+    return peer.partition("[")[0]
 
 
 def display(peer: str) -> str:
-    family, _, variant = peer.rstrip("]").partition("[")
-    return f"{DISPLAY.get(family, family)} {variant}".strip()
+    name, _, variant = peer.rstrip("]").partition("[")
+    return f"{DISPLAY.get(name, name)} {variant}".strip()
 
 
 def load_cells(paths: list[str]) -> dict:
     cells: dict = {}
     for p in paths:
         run: dict = {}
-        for rec in json.load(open(p))["results"]:
-            if rec["ok"] and rec["median_us"]:
-                run.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = (rec["median_us"], rec.get("note"))
+        try:
+            with open(p) as f:
+                records = json.load(f)["results"]
+            for rec in records:
+                if rec["ok"] and rec["median_us"]:
+                    run.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = (rec["median_us"],
+                                                                                       rec.get("note"))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"record_grid: {p}: not a peers-harness record ({exc!r})") from None
         cells.update(run)
     return cells
 
 
 def best_peer(peers: dict, m: int) -> tuple[str, float] | None:
+    """The fastest peer of DESIGN.md's families (a yardstick such as ``read_floor`` is no rival), cuBLAS from
+    CUBLAS_FROM_M rows."""
     rivals = {k: t for k, (t, _) in peers.items()
-              if not k.startswith("mixgemm") and (k != "cublas_fp16" or m >= CUBLAS_FROM_M)}
+              if family(k) in DISPLAY and (k != "cublas_fp16" or m >= CUBLAS_FROM_M)}
     if not rivals:
         return None
     name = min(rivals, key=rivals.get)
@@ -50,12 +63,13 @@ def grid_table(paths: list[str]) -> str:
     cells = load_cells(paths)
     out = ["| K x N | M | mixgemm zp | mixgemm sym | best peer | zp / best | sym / best | config (zp) |",
            "|---|---|---|---|---|---|---|---|"]
-    ahead = zp_ahead = total = 0
+    ahead = zp_ahead = total = incomplete = 0
     behind = []
     for key in sorted(cells, key=lambda k: (k[0] * k[1], k[0], k[2])):
         peers = cells[key]
         best = best_peer(peers, key[2])
-        if best is None or "mixgemm[zp]" not in peers or "mixgemm[sym]" not in peers:
+        if best is None or any(ours not in peers for ours in OURS):
+            incomplete += 1
             continue
         name, t_best = best
         zp, config = peers["mixgemm[zp]"]
@@ -74,6 +88,9 @@ def grid_table(paths: list[str]) -> str:
                    f"{ratio(r_zp)} | {ratio(r_sym)} | `{cfg}` |")
     out.append(f"\nAt or ahead of the best peer in {ahead} of {total} cells in both variants, {zp_ahead} with zero "
                f"points. Behind: {'; '.join(behind) if behind else 'none'}.")
+    if incomplete:
+        out.append(f"Left out: {incomplete} cell{'s' if incomplete > 1 else ''} without both mixgemm variants or a "
+                   "rival that passed its check.")
     return "\n".join(out)
 
 

@@ -176,8 +176,8 @@ SM90_CANDIDATES = SM90_FULL + [
     (128, 256, 1, 1, "coop", "persistent"),
     (128, 128, 1, 2, "coop", "persistent"),
     (128, 128, 1, 2, "coop", "streamk"),
-    # M = 4096 runs at the board's power cap, where joules a call set the time; two CTAs along the weight
-    # columns sharing x's 32 KB k-tile by multicast halve the x bytes the 256-token tile pulls from L2
+    # M = 4096 runs at the board's power cap, where the energy of a cycle sets the clock; two CTAs along the
+    # weight columns sharing x's 32 KiB k-tile by multicast halve the x bytes the 256-token tile reads from L2
     # (docs/perf-notes/2026-11-27-grid-on-1ms-samples-and-power-cap.md): for tools/power_clock_probe.py.
     (256, 128, 1, 2, "coop", "persistent"),
 ]
