@@ -11,6 +11,8 @@
 #   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py);
 #                                        a target "KxN:M:regex:layout:config" names the layout and config,
 #                                        NCU_SECTIONS adds sections (e.g. "WarpStateStats SchedulerStats")
+#   POWER_ARGS="--peers-dir .peers --peers mixgemm[zp],cublas_fp16" ...  # also clock and power at steady state
+#                                        (tools/power_clock_probe.py, M = 4096 on the two largest shapes by default)
 # Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
 # .whl/ (or already installed).
 set -uo pipefail
@@ -99,6 +101,17 @@ for target in ${NCU:-}; do
   grep -E "Duration|Throughput|Pipe|Achieved Occupancy|Registers Per|Warp Cycles|Block Limit|Stall|Issued|Eligible" \
     "$log" | head -n 40
 done
+
+# 7. Clock, power and cycles a call at steady state, when asked for (the power-bound cells): POWER_ARGS are the
+# probe's flags; peer names hold [ ], which must not glob.
+if [ -n "${POWER_ARGS:-}" ]; then
+  set -f
+  python3 tools/power_clock_probe.py $POWER_ARGS --out "$OUT/power_clock.json" >"$OUT/power_clock.log" 2>&1
+  rc=$?
+  set +f
+  record "power probe" $rc "power_clock.log, power_clock.json"
+  [ $rc -eq 0 ] && python3 tools/power_clock_probe.py --report "$OUT/power_clock.json" || tail -n 20 "$OUT/power_clock.log"
+fi
 
 echo
 echo "==== mixgemm gpu_check summary ($(head -n 1 "$OUT/gpu.txt")) ===="
