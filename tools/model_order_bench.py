@@ -28,7 +28,7 @@ import sys
 
 import torch
 
-from mixgemm.bench import timing
+from mixgemm.bench import cli, timing
 from mixgemm.library import parse_config  # a config's name -> its GemmConfig; a path's name stays as it is
 from mixgemm.ops import resolve_config
 
@@ -159,8 +159,9 @@ def log_cell(K, N, M, rows, log):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers-dir", type=pathlib.Path, required=True, help="the folder holding peers_bench.py")
-    ap.add_argument("--shapes", required=True, help="comma list of KxN")
-    ap.add_argument("--ms", required=True, help="comma list of M")
+    ap.add_argument("--shapes", required=True, type=cli.parse_shapes,
+                    help="comma list of KxN, or a shape set of python -m mixgemm bench (design, tp, ...)")
+    ap.add_argument("--ms", required=True, type=cli.parse_ms, help="comma list of M")
     ap.add_argument("--peers", default="mixgemm[zp],machete[zp],vllm_marlin[zp],vllm_marlin[sym],ist_marlin[sym]",
                     help="comma list of the harness's peer names; mixgemm[zp]@CONFIG times one config")
     ap.add_argument("--rounds", type=int, default=3)
@@ -170,11 +171,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("model_order_bench: needs a CUDA GPU")
-    try:
-        shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
-        ms = [int(m) for m in args.ms.split(",") if m]
-    except ValueError:
-        raise SystemExit(f"model_order_bench: --shapes takes KxN,KxN and --ms M,M; got {args.shapes!r}, {args.ms!r}")
     if args.rounds < 1:
         raise SystemExit(f"model_order_bench: --rounds must be >= 1, got {args.rounds}")
     pb = load_harness(args.peers_dir)
@@ -183,7 +179,7 @@ def main(argv=None) -> int:
     meta = dict(gpu=torch.cuda.get_device_name(0), torch=torch.__version__, args=vars(args) | {
         "peers_dir": str(args.peers_dir), "out": str(args.out)})
     print(f"model_order_bench: {meta['gpu']}", flush=True)
-    for K, N in shapes:
+    for K, N in args.shapes:
         problem = pb.make_problem(K, N, args.group, args.seed)
         states, reasons = {}, {}
         for peer in peers:
@@ -193,7 +189,7 @@ def main(argv=None) -> int:
                 reasons[peer.name] = pb.describe(exc)
                 print(f"{K}x{N} setup {peer.name}: {reasons[peer.name]}", flush=True)
         weights = functools.lru_cache(maxsize=2)(problem.w64)  # float64, once per shape and variant
-        for M in ms:
+        for M in args.ms:
             results += run_cell(pb, K, N, M, weights, states, reasons, peers, args.rounds,
                                 lambda s: print(s, flush=True))
             args.out.write_text(json.dumps(dict(meta=meta, results=results), indent=1))

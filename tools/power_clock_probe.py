@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from mixgemm.bench import timing
+from mixgemm.bench import cli, timing
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from model_order_bench import load_harness, make_peers  # the peers harness, and mixgemm[zp]@CONFIG peers
@@ -160,30 +160,12 @@ def report(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def parse_shapes(text: str) -> list[tuple[int, int]]:
-    shapes = []
-    for item in (s for s in text.split(",") if s):
-        parts = item.lower().split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise SystemExit(f"power_clock_probe: --shapes takes KxN,KxN of positive integers; got {item!r}")
-        shapes.append((int(parts[0]), int(parts[1])))
-    if not shapes:
-        raise SystemExit("power_clock_probe: --shapes names no shape")
-    return shapes
-
-
-def parse_ms(text: str) -> list[int]:
-    items = [m for m in text.split(",") if m]
-    if not items or not all(m.isdigit() and int(m) > 0 for m in items):
-        raise SystemExit(f"power_clock_probe: --ms takes M,M of positive integers; got {text!r}")
-    return [int(m) for m in items]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers-dir", type=pathlib.Path, help="the folder holding peers_bench.py (needed but for --report)")
-    ap.add_argument("--shapes", default="8192x28672,28672x8192", help="comma list of KxN")
-    ap.add_argument("--ms", default="4096", help="comma list of M")
+    ap.add_argument("--shapes", default="8192x28672,28672x8192", type=cli.parse_shapes,
+                    help="comma list of KxN, or a shape set of python -m mixgemm bench (design, tp, ...)")
+    ap.add_argument("--ms", default="4096", type=cli.parse_ms, help="comma list of M")
     ap.add_argument("--peers", default="mixgemm[zp],cublas_fp16,machete[zp],machete[sym]")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm", type=float, default=1.0, help="seconds each peer runs before its window")
@@ -203,7 +185,6 @@ def main(argv=None) -> int:
         raise SystemExit("power_clock_probe: --peers-dir is needed to time the peers")
     if args.rounds < 1 or args.seconds <= 0 or args.warm < 0:
         raise SystemExit("power_clock_probe: --rounds must be >= 1, --seconds > 0 and --warm >= 0")
-    shapes, ms = parse_shapes(args.shapes), parse_ms(args.ms)
     names = [n for n in args.peers.split(",") if n]
     if not names:
         raise SystemExit("power_clock_probe: --peers names no peer")
@@ -218,10 +199,10 @@ def main(argv=None) -> int:
         sample_every_s=SAMPLE_EVERY_S)
     print(f"power_clock_probe: {meta['gpu']}", flush=True)
     results = []
-    for K, N in shapes:
+    for K, N in args.shapes:
         problem = pb.make_problem(K, N, args.group, 0)
         states = {p.name: p.setup(problem) for p in peers}
-        for M in ms:
+        for M in args.ms:
             x = torch.randn((M, K), device="cuda", dtype=torch.float32).half()
             fns = {p.name: p.closures(states[p.name], x) for p in peers}
             for rnd in range(args.rounds):

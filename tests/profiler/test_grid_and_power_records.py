@@ -90,8 +90,6 @@ def test_power_table_of_record():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--shapes", "8192", "--peers-dir", "."], "--shapes takes KxN"),
-    (["--ms", "0", "--peers-dir", "."], "--ms takes M,M"),
     (["--peers", ",", "--peers-dir", "."], "--peers names no peer"),
     (["--shapes", "64x64"], "--peers-dir is needed"),
     (["--report", "/nonexistent/power.json"], "--report /nonexistent/power.json: not a record"),
@@ -99,6 +97,16 @@ def test_power_table_of_record():
 def test_power_probe_bad_arguments_name_the_argument(argv, message):
     with pytest.raises(SystemExit, match=message):
         _tool("power_clock_probe").main(argv)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shapes", "8192", "--peers-dir", "."], "argument --shapes: invalid shape '8192'"),
+    (["--ms", "0", "--peers-dir", "."], "argument --ms: invalid M list '0'"),
+])
+def test_power_probe_parses_shapes_and_ms_as_the_bench_cli_does(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        _tool("power_clock_probe").main(argv)
+    assert message in capsys.readouterr().err
 
 
 def test_power_record_is_steady_and_at_the_cap():

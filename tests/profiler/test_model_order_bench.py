@@ -166,3 +166,13 @@ def test_a_config_peer_passes_the_parsed_config():
     path_peer.mixgemm = peer.mixgemm
     assert path_peer.closures({"copies": [object()]}, torch.zeros(1))[0]() == "sm80"
     assert path_peer.name == "mixgemm[zp]@sm80"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shapes", "8192", "--ms", "16"], "argument --shapes: invalid shape '8192'"),
+    (["--shapes", "64x64", "--ms", "16,x"], "argument --ms: invalid M list '16,x'"),
+])
+def test_bad_shapes_and_ms_name_the_argument(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        tool.main(["--peers-dir", "."] + argv)
+    assert message in capsys.readouterr().err
