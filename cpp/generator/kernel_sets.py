@@ -150,7 +150,10 @@ SM90_SCHEDULERS = {"persistent": "kPersistent", "streamk": "kStreamK"}
 #  - 32/64/128 x 256 cooperative stream-K: the same on large weights (256 weight columns: CUTLASS tile M 256,
 #    two 64-row wgmmas per consumer warpgroup), where every SM streams enough of their k-tiles;
 #  - 256 x 128 cooperative, persistent and stream-K: M > 128 where its tiles fill the GPU;
-#  - 256 x 64 ping-pong: M > 128 on narrow weights, where 256 x 128 tiles leave SMs idle.
+#  - 256 x 64 ping-pong: M > 128 on narrow weights, where 256 x 128 tiles leave SMs idle;
+#  - 256 x 128 cooperative persistent in a cluster of two along the weight columns (x's k-tiles shared by TMA
+#    multicast): from M = 1024 (K >= 4096), where the kernels run at the board's power cap and the halved L2
+#    traffic buys clock (python/mixgemm/paths/sm90.py, _X_MULTICAST_MIN_M).
 SM90_FULL = [
     (16, 128, 1, 1, "coop", "streamk"),
     (32, 128, 1, 1, "coop", "streamk"),
@@ -162,10 +165,11 @@ SM90_FULL = [
     (256, 64, 1, 1, "pingpong", "persistent"),
     (256, 128, 1, 1, "coop", "persistent"),
     (256, 128, 1, 1, "coop", "streamk"),
+    (256, 128, 1, 2, "coop", "persistent"),
 ]
 # Further candidates the device sweep compares; none won a DESIGN cell by more than the run-to-run spread (the
-# clusters of two along the weight columns, which share x's tiles by TMA multicast, came closest: 0.95x-0.99x at
-# M = 128 on 4096x4096 and 11008x4096).
+# 128 x 128 clusters of two along the weight columns came closest: 0.95x-0.99x at M = 128 on 4096x4096 and
+# 11008x4096).
 SM90_CANDIDATES = SM90_FULL + [
     (128, 64, 1, 1, "pingpong", "persistent"),
     (32, 128, 1, 1, "coop", "persistent"),
@@ -176,10 +180,6 @@ SM90_CANDIDATES = SM90_FULL + [
     (128, 256, 1, 1, "coop", "persistent"),
     (128, 128, 1, 2, "coop", "persistent"),
     (128, 128, 1, 2, "coop", "streamk"),
-    # M = 4096 runs at the board's power cap, where the energy of a cycle sets the clock; two CTAs along the
-    # weight columns sharing x's 32 KiB k-tile by multicast halve the x bytes the 256-token tile reads from L2
-    # (docs/perf-notes/2026-11-27-grid-on-1ms-samples-and-power-cap.md): for tools/power_clock_probe.py.
-    (256, 128, 1, 2, "coop", "persistent"),
 ]
 # CI's 2-core build: one schedule for each dtype x width (every code path of the runner and epilogue), and its
 # stream-K twin for fp16 x int4 only, so CI compiles our stream-K scheduler (sm90/self_resetting_stream_k.cuh).

@@ -275,13 +275,15 @@ def test_sm90_full_set():
     # Every FULL schedule in each built mode, for both activation types and both widths.
     assert full == ks.sm90_kernels(ks.SM90_FULL, ks.SM90_BUILT_MODES)
     assert ks.SM90_BUILT_MODES == ("scale_offset",)  # symmetric weights run the offset kernel with zero offsets
-    assert len(ks.SM90_FULL) == len(set(ks.SM90_FULL)) == 10
-    assert len(full) == len(set(full)) == 10 * 1 * 2 * 2
+    assert len(ks.SM90_FULL) == len(set(ks.SM90_FULL)) == 11
+    assert len(full) == len(set(full)) == 11 * 1 * 2 * 2
     assert {(act, bits) for _, _, act, bits in full} == {(a, b) for a in ks.ACT_TYPES for b in ks.WEIGHT_BITS}
     # FULL holds what the heuristic picks: every schedule of the sm90 path's choices is compiled.
     chosen = {(tm, tn, 1, 1, schedule, scheduler) for _, choices in sm90_path._CHOICES
               for tm, tn, schedule, scheduler in choices}
     assert chosen <= set(ks.SM90_FULL)
+    # and the multicast pair the heuristic swaps in for the persistent 256 x 128 tile from M = 1024.
+    assert (256, 128, 1, 2, "coop", "persistent") in ks.SM90_FULL
 
 
 def test_sm90_minimal_set():

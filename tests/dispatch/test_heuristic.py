@@ -184,7 +184,8 @@ def test_sm90_layout_invariants(N, sms):
         if cfg.path == "sm80":
             assert cfg.with_split_k(1, "none") in SM80_ON_SM90_FULL, (M, cfg)
         if cfg.path == "sm90":
-            assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == (1, 1), (M, cfg)
+            pair = (cfg.tile_m, cfg.tile_n, cfg.scheduler, M >= 1024) == (256, 128, "persistent", True)
+            assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == ((1, 2) if pair else (1, 1)), (M, cfg)
             tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
             # A split only on stream-K, and only where tiles x split stays within one wave.
             assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= 4

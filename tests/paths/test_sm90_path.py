@@ -317,7 +317,7 @@ def test_sm90_token_tile_by_m(M, name):
     (8192, 5120, 32, "sm90_32x128x64_c1x1_coop_streamk_k3s"),
     # M = 16 and M > 128 never take it.
     (8192, 28672, 16, "sm90_16x128x64_c1x1_coop_streamk"),
-    (8192, 28672, 4096, "sm90_256x128x64_c1x1_coop_persistent"),
+    (8192, 28672, 4096, "sm90_256x128x64_c1x2_coop_persistent"),
 ])
 def test_sm90_wide_weight_tile_on_large_weights(K, N, M, name):
     assert pick(M, N, K).name == name
@@ -366,8 +366,20 @@ def test_sm90_wide_weight_tile_reads_the_sm_count():
 
 
 def test_sm90_large_m_fills_the_gpu():
-    # 8192 x 28672, M = 4096: 16 x 224 = 3584 tiles of 256 x 128 are 27.2 waves (97% busy): persistent.
-    assert pick(4096, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # 8192 x 28672, M = 4096: 16 x 224 = 3584 tiles of 256 x 128 are 27.2 waves (97% busy): persistent, from
+    # M = 1024 as the cluster of two that shares x by multicast (without that twin compiled, the single CTA).
+    assert pick(4096, 28672, 8192).name == "sm90_256x128x64_c1x2_coop_persistent"
+    no_pair = [c for c in SM90_FULL if c.cluster_n == 1]
+    assert pick(4096, 28672, 8192, configs=no_pair).name == "sm90_256x128x64_c1x1_coop_persistent"
+    assert pick(1024, 28672, 8192).name == "sm90_256x128x64_c1x2_coop_persistent"
+    # 8192 x 8192, M = 1023 / 1024: 4 x 64 = 256 tiles (1.9 waves, 97%): the pair from 1024 rows on.
+    assert pick(1023, 8192, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    assert pick(1024, 8192, 8192).name == "sm90_256x128x64_c1x2_coop_persistent"
+    # Below K = 4096 (the shortest K its rule measured) the single CTA: 2048 x 8192 at M = 4096.
+    assert pick(4096, 8192, 2048).name == "sm90_256x128x64_c1x1_coop_persistent"
+    assert pick(4096, 8192, 4096).name == "sm90_256x128x64_c1x2_coop_persistent"
+    # A stream-K choice keeps its single CTA: 4096 x 11008 at M = 2048, 688 tiles are 5.2 waves (87%).
+    assert pick(2048, 11008, 4096).name == "sm90_256x128x64_c1x1_coop_streamk"
     # M = 512: 448 tiles are 3.4 waves (85%): the stream-K twin of the same tile.
     assert pick(512, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_streamk"
     # 4096 x 4096, M = 256: 32 tiles of 256 x 128 and 64 of 256 x 64 are under half a wave; 64 tiles of
@@ -433,7 +445,9 @@ def test_sm90_picks_only_tiles_that_divide_n():
 def test_sm90_heuristic_invariants(N, sms):
     for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
         cfg = pick(M, N, 8192, sms)
-        assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == (1, 1), (M, cfg)
+        # Clusters: only the multicast pair of the persistent 256 x 128 tile, and only from 1024 rows.
+        pair = (cfg.tile_m, cfg.tile_n, cfg.scheduler, M >= 1024) == (256, 128, "persistent", True)
+        assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == ((1, 2) if pair else (1, 1)), (M, cfg)
         assert cfg.with_split_k(1) in SM90_FULL, (M, cfg)
         tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
         # A split only on stream-K, and only where tiles x split stays within one wave.

@@ -131,6 +131,18 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # 2026-11-26-sm90-wave-rule.md); the M <= 64 cells a cap of 5 would also change are unmeasured.
 MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
+# From this many rows (and this K) a persistent tile runs as its cluster of two along the weight columns where
+# that twin is compiled (cluster_n = 2: the 256 x 128 tile in the full set); the pair shares each k-tile of x
+# through TMA multicast. Per k-step a 256-token CTA reads 32 KB of x and 4 KB of int4 weight, so sharing x nearly
+# halves what the kernel moves through L2 (ncu, 8192x28672 at M = 4096: 20.3 -> 11.8 GB of L2 traffic; Machete's
+# cluster of two moves 12.1). At these M every kernel runs at the board's power cap, where less data moved a cycle
+# buys clock (1280 -> 1329 MHz at 697 W there). At steady state (tools/power_clock_probe.py, H100,
+# docs/perf-notes/2026-11-27-x-multicast-at-the-power-cap.md) the pair took 0.972x-0.976x the single CTA's time
+# at M = 4096 (three DESIGN shapes), 0.979x-0.990x at 2048 (five), 0.987x-1.006x at 1024 (six) and
+# 0.998x-1.016x at 512. Only from K = 4096, the shortest K measured: with fewer k-steps a tile the pair's fixed
+# costs a tile (the cluster's launch, its multicast barriers) weigh more, unmeasured.
+_X_MULTICAST_MIN_M = 1024
+_X_MULTICAST_MIN_K = 4096
 
 
 def _tiles(tile_m: int, tile_n: int, M: int, N: int) -> int:
@@ -205,7 +217,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
             continue
         waves = math.ceil(tiles / sm_count)
         if waves == 1 or tiles / (waves * sm_count) >= _MIN_WAVE_EFFICIENCY:
-            return config
+            return _x_multicast_twin(config, fitting, M, K)
         twin = by_shape.get((tile_m, tile_n, schedule, "streamk"))
         if twin is not None:
             return twin
@@ -213,6 +225,15 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     covering = [c for c in narrow if c.tile_m >= M]
     return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
         narrow, key=lambda c: (c.tile_m, c.tile_n))
+
+
+def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, K: int) -> Sm90Config:
+    """``config`` (a persistent choice) in its cluster of two along the weight columns from _X_MULTICAST_MIN_M
+    rows and _X_MULTICAST_MIN_K, where that twin is among ``fitting``; else ``config``."""
+    if M < _X_MULTICAST_MIN_M or K < _X_MULTICAST_MIN_K:
+        return config
+    twin = dataclasses.replace(config, cluster_m=1, cluster_n=2)
+    return twin if twin in fitting else config
 
 
 def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
