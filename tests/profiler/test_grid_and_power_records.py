@@ -20,10 +20,16 @@ def _tool(name):
 
 
 def test_grid_table_of_record():
-    table = _tool("record_grid").grid_table([str(ROOT / "benchmarks" / "2026-11-27-h100-grid-peers.json")])
+    # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair (the later file wins its cells).
+    b = ROOT / "benchmarks"
+    first = _tool("record_grid").grid_table([str(b / "2026-11-27-h100-grid-peers.json")])
+    assert "in 51 of 60 cells in both variants, 54 with zero points" in first
+    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h100-grid-peers.json"),
+                                             str(b / "2026-11-27-h100-grid-x-multicast-peers.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
-    assert "in 51 of 60 cells in both variants, 54 with zero points" in table
+    assert "in 54 of 60 cells in both variants, 57 with zero points" in table
+    assert all("c1x2" in row for row in rows if "| 4096 |" in row)  # auto's config at M = 4096: the pair
     assert table in (ROOT / "BENCHMARKS.md").read_text()
 
 
