@@ -152,8 +152,8 @@ SM90_SCHEDULERS = {"persistent": "kPersistent", "streamk": "kStreamK"}
 #  - 256 x 128 cooperative, persistent and stream-K: M > 128 where its tiles fill the GPU;
 #  - 256 x 64 ping-pong: M > 128 on narrow weights, where 256 x 128 tiles leave SMs idle;
 #  - 256 x 128 cooperative persistent in a cluster of two along the weight columns (x's k-tiles shared by TMA
-#    multicast): from M = 1024 (K >= 4096), where the kernels run at the board's power cap and the halved L2
-#    traffic buys clock (python/mixgemm/paths/sm90.py, _X_MULTICAST_MIN_M).
+#    multicast): from M = 1024 (K >= 4096), where the kernels run at the board's power cap and the nearly
+#    halved L2 traffic buys clock (python/mixgemm/paths/sm90.py, _X_MULTICAST_MIN_M).
 SM90_FULL = [
     (16, 128, 1, 1, "coop", "streamk"),
     (32, 128, 1, 1, "coop", "streamk"),

@@ -378,8 +378,19 @@ def test_sm90_large_m_fills_the_gpu():
     # Below K = 4096 (the shortest K its rule measured) the single CTA: 2048 x 8192 at M = 4096.
     assert pick(4096, 8192, 2048).name == "sm90_256x128x64_c1x1_coop_persistent"
     assert pick(4096, 8192, 4096).name == "sm90_256x128x64_c1x2_coop_persistent"
-    # A stream-K choice keeps its single CTA: 4096 x 11008 at M = 2048, 688 tiles are 5.2 waves (87%).
-    assert pick(2048, 11008, 4096).name == "sm90_256x128x64_c1x1_coop_streamk"
+    # An odd count of weight tiles keeps the single CTA (the pair's grid would round up to whole clusters):
+    # 8192 x 896 at M = 4096, 16 x 7 = 112 tiles in one wave; 8192 x 1920, 240 tiles in two (91%).
+    assert pick(4096, 896, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    assert pick(4096, 1920, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    assert pick(4096, 2048, 8192).name == "sm90_256x128x64_c1x2_coop_persistent"
+    # A stream-K choice keeps its single CTA, even with a stream-K pair compiled: 4096 x 11008 at M = 2048, 688
+    # tiles are 5.2 waves (87%).
+    streamk_pair = Sm90Config(256, 128, 1, 2, "coop", "streamk")
+    assert pick(2048, 11008, 4096, configs=SM90_FULL + [streamk_pair]).name == "sm90_256x128x64_c1x1_coop_streamk"
+    # Only the measured tile takes a pair: 8192 x 1280 at M = 1024 runs 256 x 64 ping-pong persistent (80 tiles).
+    pingpong_pair = Sm90Config(256, 64, 1, 2, "pingpong", "persistent")
+    assert pick(1024, 1280, 8192, configs=SM90_FULL + [pingpong_pair]).name == \
+        "sm90_256x64x64_c1x1_pingpong_persistent"
     # M = 512: 448 tiles are 3.4 waves (85%): the stream-K twin of the same tile.
     assert pick(512, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_streamk"
     # 4096 x 4096, M = 256: 32 tiles of 256 x 128 and 64 of 256 x 64 are under half a wave; 64 tiles of
@@ -457,6 +468,16 @@ def test_sm90_heuristic_invariants(N, sms):
             # Up to 128 rows the token tile that covers M; at 65..128 on small weights two of 64 rows.
             assert M <= cfg.tile_m or (64 < M and cfg.tile_m == 64), (M, cfg)
         assert PATHS["sm90"].fits(cfg, GemmProblem(M, N, 8192, 128), SM90) is None, (M, cfg)
+
+
+def test_sm90_reduced_build_falls_back_to_single_ctas():
+    # A reduced build with the pair listed first. 4096 x 4096 at M = 300: 64 tiles of 256 x 128 are under the
+    # tile's 0.75 of a wave and no other choice is compiled, so the fallback decides: the single CTA. At M = 5000
+    # (640 tiles, 4.8 waves) the rule itself takes the pair.
+    pair, single = Sm90Config(256, 128, 1, 2, "coop", "persistent"), Sm90Config(256, 128, 1, 1, "coop", "persistent")
+    assert sm90_path.heuristic([pair, single], 300, 4096, 4096, 132) == single
+    assert sm90_path.heuristic([pair, single], 5000, 4096, 4096, 132) == pair
+    assert sm90_path.heuristic([pair], 300, 4096, 4096, 132) == pair  # nothing else compiled
 
 
 def test_sm90_reduced_build_falls_back_by_token_tile():

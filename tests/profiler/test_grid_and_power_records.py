@@ -29,7 +29,8 @@ def test_grid_table_of_record():
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
     assert "in 54 of 60 cells in both variants, 57 with zero points" in table
-    assert all("c1x2" in row for row in rows if "| 4096 |" in row)  # auto's config at M = 4096: the pair
+    m4096 = [row for row in rows if "| 4096 |" in row]
+    assert len(m4096) == 6 and all("c1x2" in row for row in m4096)  # auto's config at M = 4096: the pair
     assert table in (ROOT / "BENCHMARKS.md").read_text()
 
 
@@ -93,6 +94,31 @@ def test_power_table_of_record():
     assert len(table.splitlines()) == 2 + 2 * 4  # two shapes, four peers
     assert "| 8192x28672 | 4096 | mixgemm[zp] | 2988 | 1276 | 3.812 |" in table
     assert table in (ROOT / "docs" / "perf-notes" / "2026-11-27-grid-on-1ms-samples-and-power-cap.md").read_text()
+
+
+def test_the_multicast_rule_is_what_its_power_record_says():
+    # python/mixgemm/paths/sm90.py derives _X_MULTICAST_MIN_M from these ratios: the pair's time over the single
+    # CTA's per M (means of the rounds). At M = 2048 the single CTA is auto's pick (not timed by name), except on
+    # 4096x11008, where auto runs the stream-K twin.
+    rows = json.loads((ROOT / "benchmarks" / "2026-11-27-h100-power-x-multicast.json").read_text())["results"]
+    times: dict = {}
+    for r in rows:
+        times.setdefault((r["K"], r["N"], r["M"], r["peer"]), []).append(r["us_per_call"])
+    mean = {key: sum(v) / len(v) for key, v in times.items()}
+    pair, single = (f"mixgemm[zp]@sm90_256x128x64_c1x{n}_coop_persistent" for n in (2, 1))
+    ratios: dict = {}
+    for (K, N, M, peer), us in mean.items():
+        if peer != pair:
+            continue
+        base = mean.get((K, N, M, single)) or ((K, N) != (4096, 11008) and mean.get((K, N, M, "mixgemm[zp]")))
+        if base:
+            ratios.setdefault(M, []).append(us / base)
+    ranges = {M: (round(min(r), 3), round(max(r), 3), len(r)) for M, r in ratios.items()}
+    assert ranges == {512: (0.998, 1.016, 6), 1024: (0.987, 1.006, 6), 2048: (0.979, 0.99, 5),
+                      4096: (0.972, 0.976, 3)}
+    comment = (ROOT / "python" / "mixgemm" / "paths" / "sm90.py").read_text()
+    for text in ("0.972x-0.976x", "0.979x-0.990x", "0.987x-1.006x", "0.998x-1.016x"):
+        assert text in comment
 
 
 @pytest.mark.parametrize("argv, message", [

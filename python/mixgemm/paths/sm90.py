@@ -131,16 +131,18 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # 2026-11-26-sm90-wave-rule.md); the M <= 64 cells a cap of 5 would also change are unmeasured.
 MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
-# From this many rows (and this K) a persistent tile runs as its cluster of two along the weight columns where
-# that twin is compiled (cluster_n = 2: the 256 x 128 tile in the full set); the pair shares each k-tile of x
+# From this many rows (and this K) the persistent 256 x 128 cooperative tile runs as its cluster of two along the
+# weight columns where that pair is compiled (cluster_n = 2, in the full set); the pair shares each k-tile of x
 # through TMA multicast. Per k-step a 256-token CTA reads 32 KB of x and 4 KB of int4 weight, so sharing x nearly
-# halves what the kernel moves through L2 (ncu, 8192x28672 at M = 4096: 20.3 -> 11.8 GB of L2 traffic; Machete's
-# cluster of two moves 12.1). At these M every kernel runs at the board's power cap, where less data moved a cycle
-# buys clock (1280 -> 1329 MHz at 697 W there). At steady state (tools/power_clock_probe.py, H100,
-# docs/perf-notes/2026-11-27-x-multicast-at-the-power-cap.md) the pair took 0.972x-0.976x the single CTA's time
-# at M = 4096 (three DESIGN shapes), 0.979x-0.990x at 2048 (five), 0.987x-1.006x at 1024 (six) and
-# 0.998x-1.016x at 512. Only from K = 4096, the shortest K measured: with fewer k-steps a tile the pair's fixed
-# costs a tile (the cluster's launch, its multicast barriers) weigh more, unmeasured.
+# halves what the kernel moves through L2 (ncu, 8192x28672 at M = 4096: 19.9-20.3 -> 11.8-12.0 GB of L2
+# traffic; Machete's cluster of two moves 12.1). At these M every kernel runs at the board's power cap, where
+# less data moved a cycle buys clock (1280 -> 1329 MHz at 697 W there). At steady state
+# (tools/power_clock_probe.py, an H100 SXM, docs/perf-notes/2026-11-27-x-multicast-at-the-power-cap.md) the pair
+# took 0.972x-0.976x the single CTA's time at M = 4096 (three DESIGN shapes), 0.979x-0.990x at 2048 (five),
+# 0.987x-1.006x at 1024 (six) and 0.998x-1.016x at 512. Only from K = 4096, the shortest K measured: with fewer
+# k-steps a tile the pair's fixed costs a tile (the cluster's launch, its multicast barriers) weigh more,
+# unmeasured.
+_X_MULTICAST_TILE = (256, 128, "coop")
 _X_MULTICAST_MIN_M = 1024
 _X_MULTICAST_MIN_K = 4096
 
@@ -199,7 +201,8 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
-    narrower ones, else the largest."""
+    narrower ones, else the largest (single CTAs first). A persistent 256 x 128 choice may become its multicast
+    pair (_x_multicast_twin)."""
     fitting = [c for c in configs if N % c.tile_n == 0]
     if not fitting:
         return None
@@ -217,20 +220,24 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
             continue
         waves = math.ceil(tiles / sm_count)
         if waves == 1 or tiles / (waves * sm_count) >= _MIN_WAVE_EFFICIENCY:
-            return _x_multicast_twin(config, fitting, M, K)
+            return _x_multicast_twin(config, fitting, M, N, K)
         twin = by_shape.get((tile_m, tile_n, schedule, "streamk"))
         if twin is not None:
             return twin
-    narrow = [c for c in fitting if c.tile_n < _WIDE_TILE_N] or fitting
+    singles = [c for c in fitting if (c.cluster_m, c.cluster_n) == (1, 1)] or fitting  # the rules above are theirs
+    narrow = [c for c in singles if c.tile_n < _WIDE_TILE_N] or singles
     covering = [c for c in narrow if c.tile_m >= M]
     return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
         narrow, key=lambda c: (c.tile_m, c.tile_n))
 
 
-def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, K: int) -> Sm90Config:
-    """``config`` (a persistent choice) in its cluster of two along the weight columns from _X_MULTICAST_MIN_M
-    rows and _X_MULTICAST_MIN_K, where that twin is among ``fitting``; else ``config``."""
-    if M < _X_MULTICAST_MIN_M or K < _X_MULTICAST_MIN_K:
+def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: int, K: int) -> Sm90Config:
+    """``config`` (a persistent choice) as its multicast pair where the rule above holds: the 256 x 128 cooperative
+    tile (the one measured), from _X_MULTICAST_MIN_M rows and _X_MULTICAST_MIN_K, an even count of weight tiles
+    (CUTLASS rounds the grid up to whole clusters, so an odd count would leave one CTA of every token row's last
+    pair idle, unmeasured), and the pair compiled (among ``fitting``); else ``config``."""
+    if ((config.tile_m, config.tile_n, config.schedule) != _X_MULTICAST_TILE or M < _X_MULTICAST_MIN_M
+            or K < _X_MULTICAST_MIN_K or (N // config.tile_n) % 2):
         return config
     twin = dataclasses.replace(config, cluster_m=1, cluster_n=2)
     return twin if twin in fitting else config
