@@ -11,6 +11,9 @@
 #   NCU="8192x28672:1:gemv_kernel" ... # also Nsight Compute on the auto path's kernel (tools/ncu_targets.py);
 #                                        a target "KxN:M:regex:layout:config" names the layout and config,
 #                                        NCU_SECTIONS adds sections (e.g. "WarpStateStats SchedulerStats")
+#   NCU_PEERS="8192x8192:16:ist_marlin[sym] 8192x8192:16:mixgemm[sym]" ...  # also Nsight Compute on harness
+#                                        peers' calls (tools/ncu_targets.py --peer; the peers in .peers/ or
+#                                        NCU_PEERS_DIR), every kernel of NCU_CALLS calls (2)
 #   POWER_ARGS="--peers-dir .peers --peers mixgemm[zp],cublas_fp16" ...  # also clock and power at steady state
 #                                        (tools/power_clock_probe.py, M = 4096 on the two largest shapes by default)
 # Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
@@ -101,6 +104,25 @@ for target in ${NCU:-}; do
   grep -E "Duration|Throughput|Pipe|Achieved Occupancy|Registers Per|Warp Cycles|Block Limit|Stall|Issued|Eligible" \
     "$log" | head -n 40
 done
+
+# 6b. Nsight Compute on peers' calls beside ours, when asked for: each "KxN:M:peer" in NCU_PEERS, the calls
+# inside a profiler range (so -c counts their kernels: a split-K pair's two), with the metrics the ncu record
+# keeps (benchmarks/2026-11-27-h100-ncu-m16-m32-m4096.json). Peer names hold [ ], which must not glob.
+set -f
+for target in ${NCU_PEERS:-}; do
+  IFS=: read -r shape m peer <<<"$target"
+  calls=${NCU_CALLS:-2}
+  log="$OUT/ncu_peer_${shape}_m${m}_$(echo "$peer" | tr -c 'A-Za-z0-9_.-' '_').log"
+  ncu --profile-from-start off -c $((calls * 4)) --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --metrics smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum,dram__bytes_read.sum,lts__t_bytes.sum,sm__cycles_elapsed.avg \
+    python3 tools/ncu_targets.py --shape "$shape" --m "$m" --calls "$calls" --peer "$peer" \
+    --peers-dir "${NCU_PEERS_DIR:-.peers}" >"$log" 2>&1
+  record "ncu $shape M=$m $peer" $? "$(basename "$log")"
+  grep -E "Duration|inst_executed|lts__t_bytes|dram__bytes|cycles_elapsed|Eligible|Registers Per|Grid Size" \
+    "$log" | head -n 40
+done
+set +f
 
 # 7. Clock, power and cycles a call at steady state, when asked for (the power-bound cells): POWER_ARGS are the
 # probe's flags; peer names hold [ ], which must not glob.
