@@ -139,30 +139,39 @@ def probe(nvml, fns, warm_s: float, seconds: float) -> dict:
     return summarize(elapsed_ms, replays * passes * copies, samples)
 
 
+MEAN_FIELDS = ("us_per_call", "sm_mhz", "mcycles_per_call", "watts", "mj_per_call")
+
+
+def cell_means(rows: list[dict]) -> dict:
+    """{(K, N, M): {peer: {field: its mean over the rounds}}} of a record's rows, cells and peers in the record's
+    order (the fields of MEAN_FIELDS)."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["K"], r["N"], r["M"]), {}).setdefault(r["peer"], []).append(r)
+    return {cell: {peer: {f: statistics.mean(r[f] for r in runs) for f in MEAN_FIELDS} for peer, runs in peers.items()}
+            for cell, peers in groups.items()}
+
+
 def report(rows: list[dict]) -> str:
     """The record's table: each peer's mean over its rounds per cell, and our time over each peer's. Energy a
     cycle (W / MHz) is what the power cap trades against the clock; mJ a call is time x power."""
-    cells: dict = {}
-    for r in rows:
-        cells.setdefault((r["K"], r["N"], r["M"]), {}).setdefault(r["peer"], []).append(r)
-    out = ["| shape | M | peer | us a call | SM MHz | M cycles a call | W | uJ a cycle | mJ a call | ours / peer (time) |",
+    out = ["| shape | M | peer | us a call | SM MHz | M cycles a call | W | uJ a cycle | mJ a call | "
+           "ours / peer (time) |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    for (K, N, M), peers in cells.items():
-        ours_name = next((p for p in peers if p.startswith("mixgemm")), None)
-
-        def mean(name, field):
-            return statistics.mean(r[field] for r in peers[name])
-        for name in peers:
-            ratio = f"{mean(ours_name, 'us_per_call') / mean(name, 'us_per_call'):.3f}" if ours_name else "-"
-            out.append(f"| {K}x{N} | {M} | {name} | {mean(name, 'us_per_call'):.0f} | {mean(name, 'sm_mhz'):.0f} | "
-                       f"{mean(name, 'mcycles_per_call'):.3f} | {mean(name, 'watts'):.0f} | "
-                       f"{mean(name, 'watts') / mean(name, 'sm_mhz'):.4f} | {mean(name, 'mj_per_call'):.0f} | {ratio} |")
+    for (K, N, M), peers in cell_means(rows).items():
+        ours = next((m for p, m in peers.items() if p.startswith("mixgemm")), None)
+        for name, m in peers.items():
+            ratio = f"{ours['us_per_call'] / m['us_per_call']:.3f}" if ours else "-"
+            out.append(f"| {K}x{N} | {M} | {name} | {m['us_per_call']:.0f} | {m['sm_mhz']:.0f} | "
+                       f"{m['mcycles_per_call']:.3f} | {m['watts']:.0f} | {m['watts'] / m['sm_mhz']:.4f} | "
+                       f"{m['mj_per_call']:.0f} | {ratio} |")
     return "\n".join(out)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peers-dir", type=pathlib.Path, help="the folder holding peers_bench.py (needed but for --report)")
+    ap.add_argument("--peers-dir", type=pathlib.Path,
+                    help="the folder holding peers_bench.py (needed but for --report)")
     ap.add_argument("--shapes", default="8192x28672,28672x8192", type=cli.parse_shapes,
                     help="comma list of KxN, or a shape set of python -m mixgemm bench (design, tp, ...)")
     ap.add_argument("--ms", default="4096", type=cli.parse_ms, help="comma list of M")

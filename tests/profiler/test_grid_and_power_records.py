@@ -101,18 +101,12 @@ def test_the_multicast_rule_is_what_its_power_record_says():
     # CTA's per M (means of the rounds). At M = 2048 the single CTA is auto's pick (not timed by name), except on
     # 4096x11008, where auto runs the stream-K twin.
     rows = json.loads((ROOT / "benchmarks" / "2026-11-27-h100-power-x-multicast.json").read_text())["results"]
-    times: dict = {}
-    for r in rows:
-        times.setdefault((r["K"], r["N"], r["M"], r["peer"]), []).append(r["us_per_call"])
-    mean = {key: sum(v) / len(v) for key, v in times.items()}
     pair, single = (f"mixgemm[zp]@sm90_256x128x64_c1x{n}_coop_persistent" for n in (2, 1))
     ratios: dict = {}
-    for (K, N, M, peer), us in mean.items():
-        if peer != pair:
-            continue
-        base = mean.get((K, N, M, single)) or ((K, N) != (4096, 11008) and mean.get((K, N, M, "mixgemm[zp]")))
-        if base:
-            ratios.setdefault(M, []).append(us / base)
+    for (K, N, M), peers in _tool("power_clock_probe").cell_means(rows).items():
+        base = peers.get(single) or ((K, N) != (4096, 11008) and peers.get("mixgemm[zp]"))
+        if pair in peers and base:
+            ratios.setdefault(M, []).append(peers[pair]["us_per_call"] / base["us_per_call"])
     ranges = {M: (round(min(r), 3), round(max(r), 3), len(r)) for M, r in ratios.items()}
     assert ranges == {512: (0.998, 1.016, 6), 1024: (0.987, 1.006, 6), 2048: (0.979, 0.99, 5),
                       4096: (0.972, 0.976, 3)}
