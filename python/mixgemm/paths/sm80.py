@@ -138,14 +138,14 @@ _STREAM_K_MAX_M = 256
 # On the sm90 layout 16 x 128 (weights from 32 Mi elements) and 32 x 128 tiles take split-K instead: the largest
 # split of SWEEP_SPLIT_KS that leaves every split at least 12 k-tiles (8 on narrow weights, below) and the grid at
 # most 4 blocks per SM, where that is 4 splits or more. Over 14 cells at M = 16 and 14 at M = 32 (H100 and H200,
-# interleaved A/B, docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best config of both GPUs
-# (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90 GEMM) before. A split
-# of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100 (8192x14336 M = 16,
-# 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles than SMs) the grid is
-# too small or too crowded, and stream-K spreads the k-tiles better (2048x8192 at M = 32; 1024x8192 see below). 32 x 128
-# keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits took 1.08x / 1.09x the best
-# config (16 splits: see the narrow weights below) and 0.78x the sm90 GEMM's time, on both GPUs (before the sm90
-# GEMM's dependent launch; after it 16 splits took 0.98x, dispatch.py).
+# interleaved A/B, docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best
+# config of both GPUs (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90
+# GEMM) before. A split of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100
+# (8192x14336 M = 16, 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles
+# than SMs) the grid is too small or too crowded, and stream-K spreads the k-tiles better (2048x8192 at M = 32;
+# 1024x8192 see below). 32 x 128 keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits
+# took 1.08x / 1.09x the best config (16 splits: see the narrow weights below) and 0.78x the sm90 GEMM's time, on
+# both GPUs (before the sm90 GEMM's dependent launch; after it 16 splits took 0.98x, dispatch.py).
 _SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
 _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, 16 x 128 keeps stream-K (8192x2560)
 _SPLIT_K_MIN_K_TILES = 12
