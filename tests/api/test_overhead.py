@@ -80,8 +80,8 @@ def hand_registry(configs=HAND_COMPILED, sm90_layout_tiles=(), scale_kernels=SCA
 
 def fake_scratch(path, config, M, N, split_k, mode):
     """(workspace bytes, semaphores) of a prepared launch, as the C++ paths size them: fp32 partials of every split
-    (sm80, decode), two tile-sized slots per stream-K block and a semaphore per tile (sm80), a semaphore per tile
-    (sm80 serial) or per 64-column strip (decode); the sm90 path's stream-K scratch is a fixed fake size (the real
+    (sm80 parallel, decode), a tile-sized slot per split and tile and a semaphore per tile (sm80 serial), two
+    tile-sized slots per stream-K block and a semaphore per tile (sm80), a semaphore per 64-column strip (decode); the sm90 path's stream-K scratch is a fixed fake size (the real
     one is sized for the device's SMs). test_fake_scratch_is_the_real_prepares checks the first two against the
     extension."""
     if path == "sm90":
@@ -93,7 +93,9 @@ def fake_scratch(path, config, M, N, split_k, mode):
     tiles = math.ceil(M / config.tile_m) * math.ceil(N / config.tile_n)
     if mode == "streamk":
         return 2 * split_k * config.tile_m * config.tile_n * 4, tiles
-    return split_k * M * N * 4, tiles if mode == "serial" else 0
+    if mode == "serial":
+        return split_k * tiles * config.tile_m * config.tile_n * 4, tiles
+    return split_k * M * N * 4, 0
 
 
 class FakeLaunch:

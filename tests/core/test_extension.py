@@ -389,10 +389,11 @@ def test_sm80_split_k_scratch(M, N, split_k):
     K = 16 * 64
     for name in _C.compiled_configs("sm80", key()):
         tile_m, tile_n = tile_of(name)
-        # Both modes keep one fp32 partial per split; serial adds one arrival counter per output tile.
+        # Serial keeps a whole-tile fp32 slot per split and output tile, and one arrival counter per tile;
+        # parallel one M x N fp32 partial per split.
+        tiles = math.ceil(M / tile_m) * math.ceil(N / tile_n)
         serial = prepare("sm80", name, M=M, N=N, K=K, split_k=split_k, mode="serial")
-        assert (serial.workspace_bytes, serial.semaphores) == (
-            4 * split_k * M * N, math.ceil(M / tile_m) * math.ceil(N / tile_n))
+        assert (serial.workspace_bytes, serial.semaphores) == (4 * split_k * tiles * tile_m * tile_n, tiles)
         parallel = prepare("sm80", name, M=M, N=N, K=K, split_k=split_k, mode="parallel")
         assert (parallel.workspace_bytes, parallel.semaphores) == (4 * split_k * M * N, 0)
         none = prepare("sm80", name, M=M, N=N, K=K)

@@ -180,6 +180,34 @@ def test_serial_split_k_is_deterministic_and_leaves_semaphores_zero():
     assert all(int(buffer.abs().sum()) == 0 for buffer in workspace._semaphores.values())
 
 
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_serial_and_parallel_split_k_sum_the_same_partials_in_the_same_order(layout):
+    """Serial split-K sums its slots in batches of up to 16 float4 a thread (tile_output.cuh, sum_slots); the
+    splits here cross every batch boundary a compiled tile has (batches of 1, 2 and 4 slots: 3, 5, 8, 9, 16
+    splits). Both modes add the partials in split order from zero, with the bias last, so their outputs are
+    equal value for value, and within the mathematical weight's tolerance of float64. K = 1024 is 16 k-tiles; M = 33 and N = 320
+    leave partial row and column tiles."""
+    K, N, G, M = 1024, 320, 128, 33
+    configs = mixgemm.compiled_configs(torch.float16, path="sm80", layout=layout)
+    if not configs:
+        pytest.skip(f"this build compiles no sm80 tile for the {layout} layout")
+    ckpt = random_checkpoint(K, N, G, torch.float16)
+    packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
+    x = random_activations(M, K, torch.float16)
+    bias = torch.randn(N, device=DEVICE).to(torch.float16)
+    ref = x.double() @ reference_weight(ckpt, G) + bias.double()
+    for config in configs:
+        for split in (3, 5, 8, 9, 16):
+            poison_allocator(M * N * 2)
+            serial = mixgemm.gemm(x, packed, bias, config=config.with_split_k(split, "serial"))
+            poison_allocator(M * N * 2)
+            parallel = mixgemm.gemm(x, packed, bias, config=config.with_split_k(split, "parallel"))
+            torch.cuda.synchronize()
+            assert relative_error(serial, ref) < MATH_TOL[torch.float16], f"{config.name} split {split}"
+            assert torch.equal(serial, parallel), f"{config.name} split {split}: serial and parallel sums differ"
+    assert all(int(buffer.abs().sum()) == 0 for buffer in workspace._semaphores.values())
+
+
 @pytest.mark.parametrize("split", [(1, "none"), (4, "serial"), (4, "parallel"), (5, "streamk")], ids=lambda s: s[1])
 def test_cuda_graph_capture_and_replay(split):
     K, N, G, M = 1024, 256, 128, 9

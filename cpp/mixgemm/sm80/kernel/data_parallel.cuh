@@ -5,14 +5,14 @@
 // together share one weight strip, so for large M each packed weight byte comes from DRAM once and is re-read
 // from L2; for decode (one M tile) the order does not matter.
 //
-// Split-K. Split z writes its fp32 accumulators to workspace[z], then
-//   serial:   in the same launch, a per-tile semaphore counts the splits that are done; the last one sums
-//             the partials in z order (deterministic whichever split is last), adds the bias, writes D
-//             and resets the semaphore to 0, so the next launch or CUDA-graph replay starts clean.
-//             (An earlier version took turns in z order, CUTLASS-style, accumulating into one fp32 tile;
-//             its chain of semaphore hand-offs cost ~1.5 us per split: 29 us against 15 us now at
-//             4096 x 4096, M = 1, split 9, on an H100.)
-//   parallel: a second kernel (splitk_reduce.cuh) sums the partials in z order.
+// Split-K. Split z writes its fp32 accumulators to the workspace, then
+//   serial:   to its tile's slot z (the lanes' own order, tile_output.cuh), in the same launch; a per-tile
+//             semaphore counts the splits that are done, and the last one sums the slots in z order
+//             (deterministic whichever split is last), adds the bias, writes D and resets the semaphore to 0,
+//             so the next launch or CUDA-graph replay starts clean. (An earlier version took turns in z
+//             order, CUTLASS-style, accumulating into one fp32 tile; its chain of semaphore hand-offs cost
+//             ~1.5 us per split: 29 us against 15 us at 4096 x 4096, M = 1, split 9, on an H100.)
+//   parallel: to workspace[z] as an M x N matrix; a second kernel (splitk_reduce.cuh) sums them in z order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,12 +43,16 @@ struct DataParallel {
   static dim3 grid(const GemmArgs& args, const Params&, int tile_m, int tile_n) {
     return dim3(ceil_div(args.M, tile_m), ceil_div(args.N, tile_n), args.split_k);
   }
-  // fp32 partials [split_k, M, N] for the split modes, and one semaphore per tile for the serial one.
+  // Serial: a whole-tile fp32 slot per (split, tile) and one semaphore per tile. Parallel: fp32 partials
+  // [split_k, M, N].
   static WorkspaceSize workspace(const GemmShape& shape, const Split& split, int tile_m, int tile_n) {
     WorkspaceSize size;
-    if (split.mode != SplitKMode::kNone) size.bytes = 4 * static_cast<int64_t>(split.split_k) * shape.M * shape.N;
-    if (split.mode == SplitKMode::kSerial)
-      size.semaphores = static_cast<int64_t>(ceil_div(shape.M, tile_m)) * ceil_div(shape.N, tile_n);
+    const int64_t tiles = static_cast<int64_t>(ceil_div(shape.M, tile_m)) * ceil_div(shape.N, tile_n);
+    if (split.mode == SplitKMode::kSerial) {
+      size.bytes = 4 * split.split_k * tiles * tile_m * tile_n;
+      size.semaphores = tiles;
+    }
+    if (split.mode == SplitKMode::kParallel) size.bytes = 4 * static_cast<int64_t>(split.split_k) * shape.M * shape.N;
     return size;
   }
   // Host, after the GEMM kernel: the parallel mode's reduction kernel.
@@ -84,30 +88,24 @@ struct DataParallel {
       return;
     }
 
-    // Split-K: every split writes its fp32 accumulators to workspace[split] (L2 stores: the reader may run
-    // on another SM).
-    const int64_t N = params.problem.N;
-    float* partial = params.scratch.workspace + static_cast<int64_t>(split) * params.problem.M * N;
-    out.for_each_fragment(acc, [&](int row, int col, float v0, float v1) {
-      __stcg(reinterpret_cast<float2*>(partial + row * N + col), make_float2(v0, v1));
-    });
-    if (params.schedule.mode == SplitKMode::kParallel) return;  // splitk_reduce_kernel sums them
-
-    // Serial: the last split to finish this tile sums the partials, in z order, and writes D.
-    if (!arrive_is_last(params.scratch.semaphores + blockIdx.y * gridDim.x + blockIdx.x, params.schedule.split_k))
+    if (params.schedule.mode == SplitKMode::kParallel) {
+      // workspace[split] as an M x N matrix, L2 stores (splitk_reduce_kernel reads it on other SMs).
+      const int64_t N = params.problem.N;
+      float* partial = params.scratch.workspace + static_cast<int64_t>(split) * params.problem.M * N;
+      out.for_each_fragment(acc, [&](int row, int col, float v0, float v1) {
+        __stcg(reinterpret_cast<float2*>(partial + row * N + col), make_float2(v0, v1));
+      });
       return;
-    out.for_each_fragment(acc, [&](int row, int col, float v0, float v1) {
-      float2 sum = make_float2(0.f, 0.f);
-      for (int z = 0; z < params.schedule.split_k; ++z) {
-        // The fixed z order makes the result independent of which split arrived last: deterministic.
-        const float* partial_z = params.scratch.workspace + static_cast<int64_t>(z) * params.problem.M * N;
-        const float2 part = z == split ? make_float2(v0, v1)
-                                       : __ldcg(reinterpret_cast<const float2*>(partial_z + row * N + col));
-        sum.x += part.x;
-        sum.y += part.y;
-      }
-      out.store(row, col, sum.x, sum.y);
-    });
+    }
+
+    // Serial: slot (split, tile); the last split to arrive sums the tile's slots in z order and writes D.
+    const int64_t tile = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+    const int64_t split_stride = static_cast<int64_t>(gridDim.y) * gridDim.x * Out::kSlotFloats;
+    float* tile_slots = params.scratch.workspace + tile * Out::kSlotFloats;
+    Out::store_slot(tile_slots + split * split_stride, acc);
+    if (!arrive_is_last(params.scratch.semaphores + tile, params.schedule.split_k)) return;
+    Out::sum_slots(tile_slots, split_stride, params.schedule.split_k, acc);
+    out.store_all(acc);
   }
 };
 

@@ -76,9 +76,8 @@ struct Grouped {
       float* workspace = params.scratch.workspace;
       Out::store_slot(workspace + (blockIdx.z * tiles + tile) * Out::kSlotFloats, acc);
       if (!arrive_is_last(params.scratch.semaphores + tile, gridDim.z)) return;
-      Out::zero_accumulators(acc);
-      for (int z = 0; z < static_cast<int>(gridDim.z); ++z)  // in z order: deterministic whichever split is last
-        Out::add_slot(workspace + (z * tiles + tile) * Out::kSlotFloats, acc);
+      // In z order: deterministic whichever split is last.
+      Out::sum_slots(workspace + tile * Out::kSlotFloats, tiles * Out::kSlotFloats, gridDim.z, acc);
     }
 
     // Fragment c{0,1} of n8 tile ni is (row lane / 4, columns 2t, 2t + 1), c{2,3} is row + 8.

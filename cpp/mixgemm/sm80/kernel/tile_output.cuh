@@ -70,6 +70,9 @@ struct TileOutput {
   __device__ static float4* slot_entry(float* slot, int mi, int ni) {
     return reinterpret_cast<float4*>(slot) + (mi * Loop::kMmaN + ni) * Loop::kThreads + threadIdx.x;
   }
+  __device__ static const float4* slot_entry(const float* slot, int mi, int ni) {
+    return reinterpret_cast<const float4*>(slot) + (mi * Loop::kMmaN + ni) * Loop::kThreads + threadIdx.x;
+  }
 
   // L2 stores and loads (.cg): the block that reads a slot may run on another SM.
   __device__ static void store_slot(float* slot, const Acc& acc) {
@@ -93,6 +96,40 @@ struct TileOutput {
         acc[mi][ni][0] += part.x, acc[mi][ni][1] += part.y, acc[mi][ni][2] += part.z, acc[mi][ni][3] += part.w;
       }
       asm volatile("" ::: "memory");
+    }
+  }
+
+  // acc = 0 + slot 0 + slot 1 + ... + slot count - 1 (slot z at first + z * stride), in that order: a sum that
+  // does not depend on which block makes it (0 + a partial is that partial exactly). The last split of a tile
+  // runs it once every split has arrived, so its cost is the kernel's tail: kSumBatch slots are loaded before
+  // any is added, and their L2 round trips overlap. One slot is kMmaM x kMmaN float4 a thread; kSumBatch keeps
+  // at most 16 float4 (64 registers) in flight, so a 16 x 128 tile (one 16 x 32 warp tile, 4 float4) loads 4
+  // splits at a time and sums 8 splits in two round trips, where one slot at a time took eight (and the
+  // data-parallel schedule's earlier sum, one fragment's splits at a time, one per fragment).
+  static constexpr int kSumBatch = Loop::kMmaM * Loop::kMmaN >= 16 ? 1 : 16 / (Loop::kMmaM * Loop::kMmaN);
+
+  __device__ static void sum_slots(const float* first, int64_t stride, int count, Acc& acc) {
+    zero_accumulators(acc);
+    for (int z0 = 0; z0 < count; z0 += kSumBatch) {
+      float4 part[kSumBatch][Loop::kMmaM][Loop::kMmaN];
+#pragma unroll
+      for (int b = 0; b < kSumBatch; ++b)
+#pragma unroll
+        for (int mi = 0; mi < Loop::kMmaM; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < Loop::kMmaN; ++ni)
+            if (z0 + b < count)
+              part[b][mi][ni] = __ldcg(slot_entry(first + (z0 + b) * stride, mi, ni));
+#pragma unroll
+      for (int b = 0; b < kSumBatch; ++b)
+        if (z0 + b < count)
+#pragma unroll
+          for (int mi = 0; mi < Loop::kMmaM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < Loop::kMmaN; ++ni) {
+              const float4 p = part[b][mi][ni];
+              acc[mi][ni][0] += p.x, acc[mi][ni][1] += p.y, acc[mi][ni][2] += p.z, acc[mi][ni][3] += p.w;
+            }
     }
   }
 
