@@ -20,18 +20,32 @@ def _tool(name):
 
 
 def test_grid_table_of_record():
-    # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair (the later file wins its cells).
+    # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair, then M = 8..32 with the split-K
+    # sum in the kernel (a later file wins its cells).
     b = ROOT / "benchmarks"
-    first = _tool("record_grid").grid_table([str(b / "2026-11-27-h100-grid-peers.json")])
+    grid = _tool("record_grid").grid_table
+    first = grid([str(b / "2026-11-27-h100-grid-peers.json")])
     assert "in 51 of 60 cells in both variants, 54 with zero points" in first
-    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h100-grid-peers.json"),
-                                             str(b / "2026-11-27-h100-grid-x-multicast-peers.json")])
+    pair = grid([str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json")])
+    assert "in 54 of 60 cells in both variants, 57 with zero points" in pair
+    table = grid([str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json"),
+                  str(b / "2026-11-27-h100-grid-m8-32-serial-split-peers.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
-    assert "in 54 of 60 cells in both variants, 57 with zero points" in table
+    assert "in 55 of 60 cells in both variants, 58 with zero points" in table
     m4096 = [row for row in rows if "| 4096 |" in row]
     assert len(m4096) == 6 and all("c1x2" in row for row in m4096)  # auto's config at M = 4096: the pair
+    # The 16-row split-K cells sum in the kernel (serial, "_k<n>s"); 8192x8192 M = 16 was the one behind before.
+    m16_split = [row for row in rows if "| 16 |" in row and "16x128x64_w16x32x64_s4_k" in row]
+    assert m16_split and all(row.rstrip(" |`").endswith("s") for row in m16_split)
     assert table in (ROOT / "BENCHMARKS.md").read_text()
+
+
+def test_h200_grid_table_of_record():
+    table = _tool("record_grid").grid_table([str(ROOT / "benchmarks" / "2026-11-27-h200-grid-serial-split-peers.json")])
+    assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
+    assert "in 55 of 60 cells in both variants, 55 with zero points" in table
+    assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
 
 
 def test_grid_table_reproduces_the_run_before_the_1ms_samples():

@@ -53,8 +53,11 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-26-h100-bandwidth-split-peers.json"),
                                      str(b / "2026-11-26-h100-sample-floor-peers-first.json"),
                                      str(b / "2026-11-26-h100-sample-floor-peers.json"),
-                                     str(b / "2026-11-27-h100-tp-shards-peers.json")])
+                                     str(b / "2026-11-27-h100-tp-shards-peers.json"),
+                                     str(b / "2026-11-27-h100-tp-m1024-x-multicast-peers.json")])
     assert "in 83 of 96 cells" in table
+    # The last run re-timed four shards at M = 1024 on the multicast pair, beside cuBLAS and Machete.
+    assert "| 4096x8192 | 1024 | 91.5 | 92.5 cublas_fp16 | 0.989 | - |" in table
     assert "| 4096x4096 |" not in table  # the last run timed a DESIGN shape too: not a shard
     assert table in (ROOT / "BENCHMARKS.md").read_text()
     # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
