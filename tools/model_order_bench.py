@@ -112,9 +112,7 @@ def run_cell(pb, K, N, M, refs_weight, states, reasons, peers, rounds, log):
             row["error"] = pb.describe(exc)
             pb.sync()
     for rnd in range(rounds):
-        order = list(live)
-        first = rnd % max(1, len(order))
-        for position, name in enumerate(order[first:] + order[:first]):
+        for position, name in enumerate(timing.round_order(live, rnd)):
             fns, row = live[name], rows[name]
             row["positions"].append(position)  # where in the round's order it ran
             calls = len(fns) * math.ceil(CALLS_PER_SAMPLE / len(fns))  # whole passes: no copy read twice in a row

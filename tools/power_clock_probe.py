@@ -215,9 +215,7 @@ def main(argv=None) -> int:
             x = torch.randn((M, K), device="cuda", dtype=torch.float32).half()
             fns = {p.name: p.closures(states[p.name], x) for p in peers}
             for rnd in range(args.rounds):
-                order = list(fns)
-                order = order[rnd % len(order):] + order[:rnd % len(order)]
-                for position, name in enumerate(order):
+                for position, name in enumerate(timing.round_order(fns, rnd)):
                     row = dict(K=K, N=N, M=M, peer=name, round=rnd, position=position,
                                **probe(nvml, fns[name], args.warm, args.seconds))
                     results.append(row)

@@ -1,6 +1,6 @@
-"""The timing protocol's sample length (mixgemm.bench.timing): how many calls a sample holds, on the CPU; on a GPU,
-that a short call's samples are lengthened to the floor and that the floor takes the replay's fixed cost out of
-the per-call time."""
+"""The timing protocol (mixgemm.bench.timing): how many calls a sample holds and the order of interleaved rounds,
+on the CPU; on a GPU, that a short call's samples are lengthened to the floor and that the floor takes the
+replay's fixed cost out of the per-call time."""
 
 from __future__ import annotations
 
@@ -134,3 +134,11 @@ def test_a_tiny_kernels_samples_last_the_floor_and_lose_the_replays_fixed_cost()
     # A single-call sample adds what a sample pays once to the add's own time (the H100 read 3.3 us with the
     # enqueue hidden, 1.2-1.3 us at 16-64 calls a sample).
     assert floored.median_us < 0.75 * one.median_us
+
+
+def test_each_round_starts_one_item_later_and_keeps_every_item():
+    items = {"a": 1, "b": 2, "c": 3}  # a dict gives its keys, as the tools pass their peers
+    orders = [timing.round_order(items, r) for r in range(4)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert [order[0] for order in orders[:3]] == ["a", "b", "c"]  # every item leads one round in three
+    assert timing.round_order([], 5) == []

@@ -21,7 +21,7 @@ import sys
 from .. import tuning_cache
 from ..layouts import LAYOUTS
 from . import metrics, moe, report
-from .timing import MIN_REPS
+from .timing import MIN_REPS, round_order
 
 # DESIGN.md section 7.
 DESIGN_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192), (8192, 28672), (28672, 8192))
@@ -569,7 +569,7 @@ def sweep(args, argv=None, label: str = "sweep") -> list[dict]:
                 unsettled.discard(layout)
                 _time_case(problem, {}, timed[0][1], args)
             for r in range(rounds if timed else 0):
-                for record, closures, history in timed[r % len(timed):] + timed[:r % len(timed)]:
+                for record, closures, history in round_order(timed, r):
                     if record["status"] != "error":
                         _time_case(problem, record, closures, args, history)
             for record, _, _ in built:

@@ -46,6 +46,14 @@ MIN_SAMPLE_US = 1000.0
 HIDE_ENQUEUE_CYCLES = 100_000
 
 
+def round_order(items: Sequence, round_index: int) -> list:
+    """``items`` in the order of interleaved round ``round_index``: each round starts one item later, so no peer or
+    config of a cell is always timed first while the GPU's clock and power drift over the rounds."""
+    items = list(items)
+    first = round_index % len(items) if items else 0
+    return items[first:] + items[:first]
+
+
 def copies_for(bytes_per_copy: int, min_total: int = L2_SAFE_BYTES) -> int:
     """How many copies of ``bytes_per_copy`` bytes it takes to exceed ``min_total`` bytes (at least 1)."""
     if bytes_per_copy <= 0:
