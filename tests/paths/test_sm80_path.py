@@ -491,15 +491,16 @@ def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
     (32, 2112, 8192, 8),     # 16.5 column tiles round up to 17: not narrow
     (32, 2560, 8192, 8),     # 20 column tiles, not narrow: 8 splits of 16 k-tiles, summed by the second kernel
     (16, 1280, 32768, 16),   # 16 rows, 40 Mi elements: 512 k-tiles, 16 splits of 32 either way
+    (16, 4096, 12288, 16),   # 32 tiles x 16 = 512 blocks, 12 k-tiles a split: 16 splits keep the second kernel
+    (16, 3072, 11264, 8),    # 24 tiles (under 32) at 8 splits: summed by the second kernel
     (32, 4096, 4096, 4),
     (17, 8192, 8192, 8),
 ])
 def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
-    # The tile's last split sums the partials in-kernel where the grid has >= 32 tiles and <= 8 splits; else the
-    # second kernel (8192 x 1280: 10 or 20 tiles; 16 splits).
-    tiles = math.ceil(M / (16 if M <= 16 else 32)) * math.ceil(N / 128)
-    mode = "serial" if tiles >= 32 and split <= 8 else "parallel"
+    # 16-row tiles: the tile's last split sums the partials in-kernel where the grid has >= 32 tiles and <= 8
+    # splits; the 32-row tiles, 16 splits and fewer tiles keep the second kernel.
+    mode = "serial" if M <= 16 and math.ceil(N / 128) >= 32 and split <= 8 else "parallel"
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (16 if M <= 16 else 32, 128, split, mode)
     assert cfg.stages == 4  # both tiles' split-K was measured with 4 stages
 

@@ -121,14 +121,16 @@ _MAX_SPLIT_K = 16
 # in-kernel sum of before 2026-11-27 (one fragment's splits at a time); the sm80 layout has not been re-measured
 # against the batched sum the sm90 layout's rule below takes.
 _SPLIT_MODE = "parallel"
-# The sm90 layout's split-K rule below has the tile's last split sum the partials in-kernel (serial) where the
-# grid has at least 32 output tiles and at most 8 splits, else the second kernel (parallel). The last split loads
-# up to 16 float4 a thread of slots before adding any (tile_output.cuh: 4 slots of a 16 x 128 tile, 2 of a
-# 32 x 128 one), so 8 splits of 16 rows take two L2 round trips, and the second launch goes. At the same tile and
-# split (A/B beside Marlin, H100 and H200, docs/perf-notes/2026-11-27-serial-split-k-sum-of-slots.md), serial took
-# 0.92x-1.00x the parallel pair's time on every 16-row cell (4 and 8 splits, 32 to 86 tiles) and 0.98x-1.03x on
-# the 32-row cells of 32 to 86 tiles; with 10 or 20 tiles (8192 x 1280, M = 32 / 64) 8 splits took 1.03x / 1.07x,
-# too few SMs adding the partials, and 16 splits lost everywhere measured (1.00x-1.18x).
+# The sm90 layout's split-K rule below has the tile's last split sum the partials in-kernel (serial) for the 16-row
+# tiles where the grid has at least 32 output tiles and at most 8 splits, else the second kernel (parallel). The
+# last split loads up to 16 float4 a thread of slots before adding any (tile_output.cuh: 4 slots of a 16 x 128 tile,
+# 2 of a 32 x 128 one), so 8 splits of 16 rows take two L2 round trips, and the second launch goes. At the same
+# tile and split (A/B beside Marlin, H100 and H200, docs/perf-notes/2026-11-27-serial-split-k-sum-of-slots.md),
+# serial took 0.92x-1.00x the parallel pair's time on every 16-row cell (4 and 8 splits, 32 to 86 tiles). On the
+# 32-row tiles it was neutral (0.98x-1.03x at 40 to 86 tiles) and lost where tiles were few (8192 x 1280 at 8
+# splits: 1.03x / 1.07x with 10 / 20 tiles; 11008x4096 at M = 32, 32 tiles, 8 splits, read 1.065x the pair's time
+# in the harness, across runs), so they keep the pair; 16 splits lost everywhere measured (1.00x-1.18x, 32-row).
+_SERIAL_TILE_M = 16
 _SERIAL_MIN_TILES = 32
 _SERIAL_MAX_SPLIT_K = 8
 
@@ -242,7 +244,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
         return None
     split_k = max(splits)
-    serial = tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
+    serial = config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
     return config.with_split_k(split_k, "serial" if serial else "parallel")
 
 
