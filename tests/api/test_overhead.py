@@ -81,9 +81,9 @@ def hand_registry(configs=HAND_COMPILED, sm90_layout_tiles=(), scale_kernels=SCA
 def fake_scratch(path, config, M, N, split_k, mode):
     """(workspace bytes, semaphores) of a prepared launch, as the C++ paths size them: fp32 partials of every split
     (sm80 parallel, decode), a tile-sized slot per split and tile and a semaphore per tile (sm80 serial), two
-    tile-sized slots per stream-K block and a semaphore per tile (sm80), a semaphore per 64-column strip (decode); the sm90 path's stream-K scratch is a fixed fake size (the real
-    one is sized for the device's SMs). test_fake_scratch_is_the_real_prepares checks the first two against the
-    extension."""
+    tile-sized slots per stream-K block and a semaphore per tile (sm80), a semaphore per 64-column strip (decode);
+    the sm90 path's stream-K scratch is a fixed fake size (the real one is sized for the device's SMs).
+    test_fake_scratch_is_the_real_prepares checks the first two against the extension."""
     if path == "sm90":
         return (SM90_WORKSPACE, SM90_FLAGS) if config.scheduler == "streamk" else (0, 0)
     if split_k == 1 and mode == "none":

@@ -78,6 +78,28 @@ def test_routing_edge_cases(case, layout):
     run_all_configs(torch.randn(T, K, device="cuda", dtype=torch.float16), experts, weights, ids, "token", w)
 
 
+@pytest.mark.parametrize("gated", [False, True])
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_forced_split_k_sums_every_split(gated, layout):
+    # The heuristic splits K only at decode; here every sm80 tile of the grouped schedule runs 3 and 5 splits of
+    # K = 512 (8 k-tiles: the last of 5 splits has none), whose last split sums the slots (tile_output.cuh's
+    # sum_slots), against float64 and bit-equal from call to call.
+    E, K, N, G, T, top_k = 8, 512, 256, 128, 37, 2
+    experts, weights = random_experts(E, K, N, G, torch.float16, gated=gated, layout=layout)
+    ids, w = random_routing(T, E, top_k)
+    x = torch.randn(T, K, device="cuda", dtype=torch.float16)
+    ref = reference_grouped(x, weights, ids, "token", w, gated=gated)
+    for config in [c for c in configs_of(experts) if not (heuristic.is_sm90_form(c) or heuristic.is_decode_form(c))]:
+        r = moe.route(ids, E, heuristic.block_height(config))
+        for split_k in (3, 5):
+            poison_allocator(ref.numel() * 2)
+            out = moe.grouped_gemm(x, experts, r, topk_weights=w, config=config, split_k=split_k)
+            err = relative_error(out, ref)
+            assert err < MATH_TOL[x.dtype], f"{config} split_k={split_k}: relative error {err:.2e}"
+            again = moe.grouped_gemm(x, experts, r, topk_weights=w, config=config, split_k=split_k)
+            assert torch.equal(out, again), f"{config} split_k={split_k}"
+
+
 @pytest.mark.parametrize("layout", ["sm80", "sm90"])
 def test_deterministic(layout):
     E, K, N, G, T, top_k = 32, 512, 256, 128, 300, 4

@@ -103,9 +103,11 @@ struct TileOutput {
   // does not depend on which block makes it (0 + a partial is that partial exactly). The last split of a tile
   // runs it once every split has arrived, so its cost is the kernel's tail: kSumBatch slots are loaded before
   // any is added, and their L2 round trips overlap. One slot is kMmaM x kMmaN float4 a thread; kSumBatch keeps
-  // at most 16 float4 (64 registers) in flight, so a 16 x 128 tile (one 16 x 32 warp tile, 4 float4) loads 4
-  // splits at a time and sums 8 splits in two round trips, where one slot at a time took eight (and the
-  // data-parallel schedule's earlier sum, one fragment's splits at a time, one per fragment).
+  // at most 16 float4 (64 registers) in flight where a slot is that small, so a 16 x 128 tile (one 16 x 32 warp
+  // tile, 4 float4) loads 4 splits at a time and sums 8 splits in two round trips, where one slot at a time took
+  // eight (and the data-parallel schedule's earlier sum, one fragment's splits at a time, one per fragment). A
+  // larger slot (warp tiles of 128 x 32 and 64 x 64: 32 float4) goes one slot at a time; ptxas reports no spill
+  // for it (-Xptxas -warn-spills in every build).
   static constexpr int kSumBatch = Loop::kMmaM * Loop::kMmaN >= 16 ? 1 : 16 / (Loop::kMmaM * Loop::kMmaN);
 
   __device__ static void sum_slots(const float* first, int64_t stride, int count, Acc& acc) {
