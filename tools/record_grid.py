@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The DESIGN-grid table of BENCHMARKS.md from peers-harness JSON (stdlib only, no GPU).
 
-  python tools/record_grid.py benchmarks/2026-11-27-h100-grid-peers.json [more.json ...]
+  python tools/record_grid.py benchmarks/2026-11-27-h100-grid-peers.json [more.json[@M,M...] ...]
 
 One row per (K x N, M): mixgemm with zero points and scale-only, the best peer (the fastest of Machete, vLLM
 Marlin, the original Marlin and gemlite in either variant that passed the harness's numerics check, and cuBLAS
 fp16 from M = 128, where DESIGN.md section 7 makes it a target), both ratios and the config ``auto`` ran. A ratio
 is printed to three places and a cell counts as at or ahead where both print 1.000 or less; a ratio above that is
-bold. Where files overlap, the last one given wins the whole cell, so a ratio never mixes two runs.
+bold. Where files overlap, the last one given wins the whole cell, so a ratio never mixes two runs. A file named
+as ``FILE@8,16`` gives only those rows (M values): the cells of a run that the current ``auto`` still picks.
 """
 
 from __future__ import annotations
@@ -33,13 +34,18 @@ def display(peer: str) -> str:
 
 def load_cells(paths: list[str]) -> dict:
     cells: dict = {}
-    for p in paths:
+    for arg in paths:
+        p, _, only = arg.partition("@")
+        try:
+            ms = {int(m) for m in only.split(",")} if only else None
+        except ValueError:
+            raise SystemExit(f"record_grid: {arg}: the rows after @ must be a comma list of M, got {only!r}") from None
         run: dict = {}
         try:
             with open(p) as f:
                 records = json.load(f)["results"]
             for rec in records:
-                if rec["ok"] and rec["median_us"]:
+                if rec["ok"] and rec["median_us"] and (ms is None or rec["M"] in ms):
                     run.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = (rec["median_us"],
                                                                                        rec.get("note"))
         except (OSError, ValueError, KeyError, TypeError) as exc:

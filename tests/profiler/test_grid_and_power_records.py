@@ -20,16 +20,18 @@ def _tool(name):
 
 
 def test_grid_table_of_record():
-    # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair, then M = 8..32 with the split-K
-    # sum in the kernel (a later file wins its cells).
+    # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair, then M = 8 and 16 with the
+    # split-K sum in the kernel (a later file wins its cells).
     b = ROOT / "benchmarks"
     grid = _tool("record_grid").grid_table
     first = grid([str(b / "2026-11-27-h100-grid-peers.json")])
     assert "in 51 of 60 cells in both variants, 54 with zero points" in first
     pair = grid([str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json")])
     assert "in 54 of 60 cells in both variants, 57 with zero points" in pair
+    # Of the third run, M = 8 and 16: at M = 32 it ran the 32-row tiles' split-K summed in the kernel, which `auto`
+    # does not take (the first run's M = 32 cells are its picks).
     table = grid([str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json"),
-                  str(b / "2026-11-27-h100-grid-m8-32-serial-split-peers.json")])
+                  str(b / "2026-11-27-h100-grid-m8-32-serial-split-peers.json") + "@8,16"])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
     assert "in 55 of 60 cells in both variants, 58 with zero points" in table
@@ -38,6 +40,8 @@ def test_grid_table_of_record():
     # The 16-row split-K cells sum in the kernel (serial, "_k<n>s"); 8192x8192 M = 16 was the one behind before.
     m16_split = [row for row in rows if "| 16 |" in row and "16x128x64_w16x32x64_s4_k" in row]
     assert m16_split and all(row.rstrip(" |`").endswith("s") for row in m16_split)
+    m32_split = [row for row in rows if "| 32 |" in row and "32x128x64_w32x32x64_s4_k" in row]
+    assert m32_split and all(row.rstrip(" |`").endswith("p") for row in m32_split)  # 32-row tiles: the pair
     assert table in (ROOT / "BENCHMARKS.md").read_text()
 
 
@@ -84,6 +88,11 @@ def test_grid_best_peer_rules(tmp_path):
     table = _tool("record_grid").grid_table([str(run), str(later)])
     assert "| 64x128 | 64 | 9.00 | 9.00 | 9.00 vLLM Marlin zp | 1.000 | 1.000 | `c` |" in table
     assert "in 1 of 2 cells in both variants" in table
+    # FILE@M,...: only those rows of the file count; the others keep the earlier file's cell.
+    table = _tool("record_grid").grid_table([str(run), f"{later}@128"])
+    assert "| 64x128 | 64 | 10.00 | 10.50 | 10.20 Machete sym |" in table
+    with pytest.raises(SystemExit, match="comma list of M"):
+        _tool("record_grid").grid_table([f"{later}@sixteen"])
 
 
 def test_power_summary_per_call_cycles_and_energy():
