@@ -14,6 +14,8 @@ as ``FILE@8,16`` gives only those rows (M values): the cells of a run that the c
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 
 # DESIGN.md section 7: cuBLAS fp16 is a target from M = 128 on, where the GEMM is no longer weight-read bound.
@@ -32,14 +34,21 @@ def display(peer: str) -> str:
     return f"{DISPLAY.get(name, name)} {variant}".strip()
 
 
+def _path_and_rows(arg: str) -> tuple[str, set[int] | None]:
+    """``FILE`` or ``FILE@M,M...``: the file and the rows (M values) to take from it, None for all. A file that
+    exists under the whole name is that file, whatever '@' its path holds."""
+    if os.path.exists(arg) or "@" not in arg:
+        return arg, None
+    path, _, only = arg.rpartition("@")
+    if not re.fullmatch(r"\d+(,\d+)*", only):
+        raise SystemExit(f"record_grid: {arg}: the rows after @ must be a comma list of M, got {only!r}")
+    return path, {int(m) for m in only.split(",")}
+
+
 def load_cells(paths: list[str]) -> dict:
     cells: dict = {}
     for arg in paths:
-        p, _, only = arg.partition("@")
-        try:
-            ms = {int(m) for m in only.split(",")} if only else None
-        except ValueError:
-            raise SystemExit(f"record_grid: {arg}: the rows after @ must be a comma list of M, got {only!r}") from None
+        p, ms = _path_and_rows(arg)
         run: dict = {}
         try:
             with open(p) as f:
@@ -50,6 +59,8 @@ def load_cells(paths: list[str]) -> dict:
                                                                                        rec.get("note"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"record_grid: {p}: not a peers-harness record ({exc!r})") from None
+        if ms is not None and not ms <= {M for _, _, M in run}:
+            raise SystemExit(f"record_grid: {arg}: no passing rows at M = {sorted(ms - {M for _, _, M in run})}")
         cells.update(run)
     return cells
 

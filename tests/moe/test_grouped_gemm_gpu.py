@@ -89,7 +89,9 @@ def test_forced_split_k_sums_every_split(gated, layout):
     ids, w = random_routing(T, E, top_k)
     x = torch.randn(T, K, device="cuda", dtype=torch.float16)
     ref = reference_grouped(x, weights, ids, "token", w, gated=gated)
-    for config in [c for c in configs_of(experts) if not (heuristic.is_sm90_form(c) or heuristic.is_decode_form(c))]:
+    tiles = [c for c in configs_of(experts) if not (heuristic.is_sm90_form(c) or heuristic.is_decode_form(c))]
+    assert tiles, "no sm80 tile of the grouped schedule compiled"
+    for config in tiles:
         r = moe.route(ids, E, heuristic.block_height(config))
         for split_k in (3, 5):
             poison_allocator(ref.numel() * 2)

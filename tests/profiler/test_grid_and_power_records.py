@@ -89,10 +89,23 @@ def test_grid_best_peer_rules(tmp_path):
     assert "| 64x128 | 64 | 9.00 | 9.00 | 9.00 vLLM Marlin zp | 1.000 | 1.000 | `c` |" in table
     assert "in 1 of 2 cells in both variants" in table
     # FILE@M,...: only those rows of the file count; the others keep the earlier file's cell.
-    table = _tool("record_grid").grid_table([str(run), f"{later}@128"])
-    assert "| 64x128 | 64 | 10.00 | 10.50 | 10.20 Machete sym |" in table
-    with pytest.raises(SystemExit, match="comma list of M"):
-        _tool("record_grid").grid_table([f"{later}@sixteen"])
+    grid = _tool("record_grid").grid_table
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"results": json.loads(later.read_text())["results"] + [
+        _rec(64, 128, 128, "mixgemm[zp]", 1.0, note="config=d"), _rec(64, 128, 128, "mixgemm[sym]", 1.0),
+        _rec(64, 128, 128, "cublas_fp16", 9.5)]}))
+    table = grid([str(run), f"{both}@128"])
+    assert "| 64x128 | 64 | 10.00 | 10.50 | 10.20 Machete sym |" in table  # the first file's M = 64
+    assert "| 64x128 | 128 | 1.00 | 1.00 | 9.50 cuBLAS fp16 |" in table  # the later file's M = 128
+    for bad, message in ((f"{both}@sixteen", "comma list of M"), (f"{both}@", "comma list of M"),
+                         (f"{both}@7", r"no passing rows at M = \[7\]")):
+        with pytest.raises(SystemExit, match=message):
+            grid([bad])
+    # A file whose own path holds '@' is read whole.
+    folder = tmp_path / "runs@2"
+    folder.mkdir()
+    (folder / "run.json").write_text(run.read_text())
+    assert grid([str(folder / "run.json")]) == grid([str(run)])
 
 
 def test_power_summary_per_call_cycles_and_energy():
