@@ -59,8 +59,9 @@ def load_cells(paths: list[str]) -> dict:
                                                                                        rec.get("note"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"record_grid: {p}: not a peers-harness record ({exc!r})") from None
-        if ms is not None and not ms <= {M for _, _, M in run}:
-            raise SystemExit(f"record_grid: {arg}: no passing rows at M = {sorted(ms - {M for _, _, M in run})}")
+        missing = ms - {M for _, _, M in run} if ms is not None else set()
+        if missing:
+            raise SystemExit(f"record_grid: {arg}: no passing rows at M = {sorted(missing)}")
         cells.update(run)
     return cells
 
