@@ -458,13 +458,34 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
     assert pick(H200_BANDWIDTH) == pick(0.0) == (16, 256, 264, "streamk")
     # Short K (16 k-tiles: not two splits of 12) keeps stream-K.
     assert pick(H100_BANDWIDTH, K=1024)[3] == "streamk"
-    # Weights whose 128-column tiles do not outnumber the SMs, and the sm80 layout, read no bandwidth.
-    for N, layout, configs in ((8192, "sm90", SM80_ON_SM90_FULL), (28672, "sm80", SETS["full"])):
+    # Weights whose 128-column tiles do not outnumber the SMs (where the 16-row grid stays within 2.8 blocks per
+    # SM, below), and the sm80 layout, read no bandwidth.
+    for N, layout, configs in ((4096, "sm90", SM80_ON_SM90_FULL), (28672, "sm80", SETS["full"])):
         assert pick(H100_BANDWIDTH, N=N, layout=layout, configs=configs) == pick(H200_BANDWIDTH, N=N, layout=layout,
                                                                                    configs=configs)
     # The path's choose passes the GPU's bandwidth on.
     h100 = dataclasses.replace(H100, memory_bandwidth=H100_BANDWIDTH)
     assert PATHS["sm80"].choose(SM80_ON_SM90_FULL, GemmProblem(M, 28672, 8192, 128), SM90, h100).split_k == 2
+
+
+@pytest.mark.parametrize("M, N, K, bandwidth, split", [
+    # 16 rows: the largest split within 4 blocks per SM x bandwidth / 4.8 TB/s (H100: 2.79 x 132 = 368 blocks).
+    (16, 8192, 8192, H100_BANDWIDTH, 4),    # 64 tiles x 8 = 512 > 368
+    (16, 8192, 8192, H200_BANDWIDTH, 8),    # 512 <= 4 x 132
+    (16, 8192, 8192, 0.0, 8),               # bandwidth unknown: 4 blocks per SM
+    (16, 8192, 8192, 9.6e12, 8),            # faster than the H200: still at most 4 per SM
+    (16, 7168, 8192, H100_BANDWIDTH, 4),    # 56 tiles x 8 = 448 > 368
+    (16, 5120, 8192, H100_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 368
+    (16, 4096, 11008, H100_BANDWIDTH, 8),   # 32 tiles x 8 = 256
+    (16, 4096, 11008, 2.0e12, 4),           # 1.67 x 132 = 220 blocks < 256
+    (16, 14336, 8192, H100_BANDWIDTH, 4),   # 112 tiles x 4 = 448 > 368: never fewer than 4 splits
+    (12, 8192, 28672, H100_BANDWIDTH, 4),   # 448 k-tiles, 64 tiles: every M of the 16-row tile
+    (32, 8192, 8192, H100_BANDWIDTH, 8),    # 32 rows read no bandwidth
+])
+def test_heuristic_16_row_split_follows_the_gpus_memory_bandwidth(M, N, K, bandwidth, split):
+    cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, 132, "sm90", bandwidth)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k) == (16 if M <= 16 else 32, 128, split)
+    assert cfg.split_k_mode == ("serial" if M <= 16 else "parallel")
 
 
 def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
