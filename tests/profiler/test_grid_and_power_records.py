@@ -21,7 +21,7 @@ def _tool(name):
 
 def test_grid_table_of_record():
     # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair, then M = 8 and 16 with the
-    # split-K sum in the kernel (a later file wins its cells).
+    # split-K sum in the kernel, then two M = 16 cells with the bandwidth-scaled split (a later file wins its cells).
     b = ROOT / "benchmarks"
     grid = _tool("record_grid").grid_table
     first = grid([str(b / "2026-11-27-h100-grid-peers.json")])
@@ -30,11 +30,15 @@ def test_grid_table_of_record():
     assert "in 54 of 60 cells in both variants, 57 with zero points" in pair
     # Of the third run, M = 8 and 16: at M = 32 it ran the 32-row tiles' split-K summed in the kernel, which `auto`
     # does not take (the first run's M = 32 cells are its picks).
-    table = grid([str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json"),
-                  str(b / "2026-11-27-h100-grid-m8-32-serial-split-peers.json") + "@8,16"])
+    third = [str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json"),
+             str(b / "2026-11-27-h100-grid-m8-32-serial-split-peers.json") + "@8,16"]
+    assert "in 55 of 60 cells in both variants, 58 with zero points" in grid(third)
+    # Then 8192x8192 and 28672x8192 at M = 16 with the split scaled by the H100's bandwidth (4 splits, not 8).
+    table = grid(third + [str(b / "2026-11-27-h100-m16-bandwidth-split-grid-peers.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
     assert "in 55 of 60 cells in both variants, 58 with zero points" in table
+    assert "| 8192x8192 | 16 | 17.30 | 17.29 | 17.85 Marlin sym | 0.970 | 0.969 | `16x128x64_w16x32x64_s4_k4s` |" in table
     m4096 = [row for row in rows if "| 4096 |" in row]
     assert len(m4096) == 6 and all("c1x2" in row for row in m4096)  # auto's config at M = 4096: the pair
     # The 16-row split-K cells sum in the kernel (serial, "_k<n>s"); 8192x8192 M = 16 was the one behind before.

@@ -54,9 +54,12 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-26-h100-sample-floor-peers-first.json"),
                                      str(b / "2026-11-26-h100-sample-floor-peers.json"),
                                      str(b / "2026-11-27-h100-tp-shards-peers.json"),
-                                     str(b / "2026-11-27-h100-tp-m1024-x-multicast-peers.json")])
-    assert "in 83 of 96 cells" in table
-    # The last run re-timed four shards at M = 1024 on the multicast pair, beside cuBLAS and Machete.
+                                     str(b / "2026-11-27-h100-tp-m1024-x-multicast-peers.json"),
+                                     str(b / "2026-11-27-h100-m16-bandwidth-split-tp-peers.json")])
+    assert "in 84 of 96 cells" in table
+    # The last run re-timed the split-K shards at M = 16 (7168x8192: behind at 8 splits summed by a second kernel).
+    assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.53x |" in table
+    # A run before re-timed four shards at M = 1024 on the multicast pair, beside cuBLAS and Machete.
     assert "| 4096x8192 | 1024 | 91.5 | 92.5 cublas_fp16 | 0.989 | - |" in table
     assert "| 4096x4096 |" not in table  # the last run timed a DESIGN shape too: not a shard
     assert table in (ROOT / "BENCHMARKS.md").read_text()
