@@ -8,7 +8,8 @@ there). A test replaces that function:
     install(monkeypatch, [Sm80Config(...), DecodeConfig(8, 4), Sm90Config(...)], sm90_layout_tiles=[...])
 
 ``fake_compiled`` builds the stand-in without installing it. ``set_configs`` gives the configs a generator set
-(cpp/generator/kernel_sets.py) compiles for a path and kernel key.
+(cpp/generator/kernel_sets.py) compiles for a path and kernel key. ``is_x_multicast_pair`` is the sm90 heuristic's
+multicast-pair rule as the invariant tests check it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 
 from mixgemm.kernel_key import KernelKey
 from mixgemm.paths import PATHS, DecodeConfig, Sm80Config, Sm90Config, base
+from mixgemm.paths import sm90 as sm90_path
 
 GENERATOR = pathlib.Path(__file__).resolve().parents[1] / "cpp" / "generator"
 
@@ -106,3 +108,15 @@ def set_configs(kernel_set: str, path: str, key: KernelKey | None = None, sm90: 
     layout, scale+offset)."""
     return list(set_registry(kernel_set, sm90).get((path, key or KernelKey()), []))
 
+
+# ---------------------------------------------------------------------------------------------------------
+# The sm90 heuristic's rules, as tests check them
+
+
+def is_x_multicast_pair(config: Sm90Config, M: int) -> bool:
+    """Whether the sm90 heuristic's pick ``config`` at ``M`` rows must be the cluster of two that shares x by
+    multicast: the persistent 256 x 128 tile, from the library's ``_X_MULTICAST_MIN_M`` rows on. The rule's other
+    conditions (K of at least ``_X_MULTICAST_MIN_K``, an even count of weight tiles) are the caller's to meet."""
+    # The threshold is read from the library at call time, so the tests follow it rather than a copied 1024.
+    return ((config.tile_m, config.tile_n, config.scheduler, M >= sm90_path._X_MULTICAST_MIN_M)
+            == (256, 128, "persistent", True))

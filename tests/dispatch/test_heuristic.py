@@ -12,8 +12,9 @@ from mixgemm.kernel_key import KernelKey
 from mixgemm.paths import (PATHS, DecodeConfig, DequantConfig, GemmProblem, Gpu, Sm80Config, Sm90Config)
 from mixgemm.paths import decode as decode_path
 from mixgemm.paths import sm80 as sm80_path
+from mixgemm.paths import sm90 as sm90_path
 
-from hand_registry import install, set_configs
+from hand_registry import install, is_x_multicast_pair, set_configs
 
 H100 = Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0))
 SM80 = KernelKey()
@@ -175,7 +176,9 @@ def test_the_sm80_tiles_of_the_sm90_layout_follow_that_layouts_rule():
 @pytest.mark.parametrize("N", [1024, 4096, 4160, 28672])
 @pytest.mark.parametrize("sms", [132, 114, 8])
 def test_sm90_layout_invariants(N, sms):
-    for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
+    # The pair's first row and the one before it, so the sweep checks the threshold itself.
+    edge = sm90_path._X_MULTICAST_MIN_M
+    for M in [*range(1, 300), 511, 512, 513, 1000, edge - 1, edge, 4096, 5000]:
         cfg = pick(M, N, 8192, sms)
         assert "sm90" in PATHS[cfg.path].layouts, (M, cfg)
         mma_sync = dispatch.sm80_first_on_sm90_layout(GemmProblem(M, N, 8192, 128), sms)
@@ -184,7 +187,8 @@ def test_sm90_layout_invariants(N, sms):
         if cfg.path == "sm80":
             assert cfg.with_split_k(1, "none") in SM80_ON_SM90_FULL, (M, cfg)
         if cfg.path == "sm90":
-            pair = (cfg.tile_m, cfg.tile_n, cfg.scheduler, M >= 1024) == (256, 128, "persistent", True)
+            # Clusters only on the multicast pair, from the library's row threshold (rule shared with test_sm90_path).
+            pair = is_x_multicast_pair(cfg, M)
             assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == ((1, 2) if pair else (1, 1)), (M, cfg)
             tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
             # A split only on stream-K, and only where tiles x split stays within one wave.

@@ -16,7 +16,7 @@ from mixgemm.kernel_key import KernelKey
 from mixgemm.paths import PATHS, GemmConfig, GemmProblem, Gpu, Sm90Config
 from mixgemm.paths import sm90 as sm90_path
 
-from hand_registry import kernel_sets, set_configs
+from hand_registry import is_x_multicast_pair, kernel_sets, set_configs
 
 H100 = Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0))
 SM90 = KernelKey(layout="sm90")
@@ -454,10 +454,13 @@ def test_sm90_picks_only_tiles_that_divide_n():
 @pytest.mark.parametrize("N", [1024, 4096, 4160, 28672])
 @pytest.mark.parametrize("sms", [132, 114, 8])
 def test_sm90_heuristic_invariants(N, sms):
-    for M in [*range(1, 300), 511, 512, 513, 1000, 4096, 5000]:
+    # The pair's first row and the one before it, so the sweep checks the threshold itself.
+    edge = sm90_path._X_MULTICAST_MIN_M
+    for M in [*range(1, 300), 511, 512, 513, 1000, edge - 1, edge, 4096, 5000]:
         cfg = pick(M, N, 8192, sms)
-        # Clusters: only the multicast pair of the persistent 256 x 128 tile, and only from 1024 rows.
-        pair = (cfg.tile_m, cfg.tile_n, cfg.scheduler, M >= 1024) == (256, 128, "persistent", True)
+        # Clusters: only the multicast pair of the persistent 256 x 128 tile, and only from the library's
+        # _X_MULTICAST_MIN_M rows (one rule, shared with test_heuristic through hand_registry).
+        pair = is_x_multicast_pair(cfg, M)
         assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == ((1, 2) if pair else (1, 1)), (M, cfg)
         assert cfg.with_split_k(1) in SM90_FULL, (M, cfg)
         tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
