@@ -9,8 +9,8 @@ moe: rows of ``python -m mixgemm bench-moe`` (the peers' MoE harness with mixgem
 layer, AWQ zeros, fp16, group 128, each ratio between peers of one run (and the sm80-layout peer's column, where
 the run has it). tp: the peers harness on Llama-3-70B's
 TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check; a file of summary ``rows``
-gives that pair per cell) and ``python -m mixgemm bench``'s read floor at M = 1 and 16. Where files overlap, the
-last one given wins the whole cell.
+gives that pair per cell) and ``python -m mixgemm bench``'s read floor at M = 1 and 16 (several bench files
+joined by commas: FLOOR.json,LATER.json). Where files overlap, the last one given wins the whole cell.
 """
 
 from __future__ import annotations
@@ -49,16 +49,24 @@ def moe_table(paths: list[str]) -> str:
     return "\n".join(out)
 
 
-def tp_table(floor_path: str, grid_paths: list[str]) -> str:
+def tp_table(floor_paths: str, grid_paths: list[str]) -> str:
+    """``floor_paths``: one bench file, or several joined by commas, the later winning a cell (its read floor and
+    our time of the same run, so the ratio never mixes two runs). The shards are the first file's shapes (its
+    shape set "tp"); a later one may hold other shapes beside them."""
     floor, ours_bench = {}, {}
-    for rec in json.load(open(floor_path))["results"]:
-        key = (rec["K"], rec["N"], rec["M"])
-        if rec["peer"] == "read_floor":
-            floor[key] = rec["time_us"]
-        elif rec["peer"] == "mixgemm":
-            ours_bench[key] = rec["time_us"]
-    # The shards are the bench run's (its shape set "tp"): a peers run may hold other shapes beside them.
-    shards = {(K, N) for K, N, _ in (*floor, *ours_bench)}
+    shards: set = set()
+    for floor_path in floor_paths.split(","):
+        run_floor, run_ours = {}, {}
+        for rec in json.load(open(floor_path))["results"]:
+            key = (rec["K"], rec["N"], rec["M"])
+            if rec["peer"] == "read_floor":
+                run_floor[key] = rec["time_us"]
+            elif rec["peer"] == "mixgemm":
+                run_ours[key] = rec["time_us"]
+        shards = shards or {(K, N) for K, N, _ in (*run_floor, *run_ours)}
+        for key in run_floor.keys() & run_ours.keys():
+            floor[key], ours_bench[key] = run_floor[key], run_ours[key]
+    # A peers run may hold other shapes beside the shards, too.
     cells: dict = {}
     for p in grid_paths:
         data = json.load(open(p))

@@ -45,7 +45,11 @@ def test_moe_table_of_record():
 
 def test_tp_table_of_record():
     b = ROOT / "benchmarks"
-    table = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
+    # Read floors of issue 34's run, M = 16 re-run on 2026-11-27 (its design file holds 8192x28672, a shard too).
+    floors = ",".join(str(b / f) for f in ("2026-11-26-h100-tp-shards-floor.json",
+                                           "2026-11-27-h100-m8-16-read-floor-design.json",
+                                           "2026-11-27-h100-m8-16-read-floor-tp.json"))
+    table = _record_tool().tp_table(floors,
                                     [str(b / "2026-11-26-h100-tp-shards-partial-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-pdl-peers.json"),
@@ -58,7 +62,9 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-27-h100-m16-bandwidth-split-tp-peers.json")])
     assert "in 84 of 96 cells" in table
     # The last run re-timed the split-K shards at M = 16 (7168x8192: behind at 8 splits summed by a second kernel).
-    assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.53x |" in table
+    assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.34x |" in table
+    assert "| 7168x8192 | 1 | 13.1 | 15.9 ist_marlin[sym] | 0.825 | 1.14x |" in table  # M = 1: issue 34's floor
+    assert "| 4096x4096 |" not in table  # the later floor file's DESIGN shapes are no shards
     # A run before re-timed four shards at M = 1024 on the multicast pair, beside cuBLAS and Machete.
     assert "| 4096x8192 | 1024 | 91.5 | 92.5 cublas_fp16 | 0.989 | - |" in table
     assert "| 4096x4096 |" not in table  # the last run timed a DESIGN shape too: not a shard
