@@ -115,8 +115,9 @@ def set_configs(kernel_set: str, path: str, key: KernelKey | None = None, sm90: 
 
 def is_x_multicast_pair(config: Sm90Config, M: int) -> bool:
     """Whether the sm90 heuristic's pick ``config`` at ``M`` rows must be the cluster of two that shares x by
-    multicast: the persistent 256 x 128 tile, from the library's ``_X_MULTICAST_MIN_M`` rows on. The rule's other
-    conditions (K of at least ``_X_MULTICAST_MIN_K``, an even count of weight tiles) are the caller's to meet."""
-    # The threshold is read from the library at call time, so the tests follow it rather than a copied 1024.
-    return ((config.tile_m, config.tile_n, config.scheduler, M >= sm90_path._X_MULTICAST_MIN_M)
-            == (256, 128, "persistent", True))
+    multicast: the library's ``_X_MULTICAST_TILE`` on the persistent scheduler, from its ``_X_MULTICAST_MIN_M``
+    rows on. The rule's other conditions (K of at least ``_X_MULTICAST_MIN_K``, an even count of weight tiles) are
+    the caller's to meet."""
+    # The tile and threshold are read from the library at call time, so the tests follow them rather than copies.
+    return ((config.tile_m, config.tile_n, config.schedule) == sm90_path._X_MULTICAST_TILE
+            and config.scheduler == "persistent" and M >= sm90_path._X_MULTICAST_MIN_M)

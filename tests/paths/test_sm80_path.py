@@ -458,8 +458,8 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
     assert pick(H200_BANDWIDTH) == pick(0.0) == (16, 256, 264, "streamk")
     # Short K (16 k-tiles: not two splits of 12) keeps stream-K.
     assert pick(H100_BANDWIDTH, K=1024)[3] == "streamk"
-    # Weights whose 128-column tiles do not outnumber the SMs (where the 16-row grid stays within 2.8 blocks per
-    # SM, below), and the sm80 layout, read no bandwidth.
+    # Weights whose 128-column tiles do not outnumber the SMs (here the 16-row grid stays within 2.8 blocks per SM,
+    # below), and the sm80 layout, get the same pick on both GPUs.
     for N, layout, configs in ((4096, "sm90", SM80_ON_SM90_FULL), (28672, "sm80", SETS["full"])):
         assert pick(H100_BANDWIDTH, N=N, layout=layout, configs=configs) == pick(H200_BANDWIDTH, N=N, layout=layout,
                                                                                    configs=configs)
@@ -473,7 +473,7 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
     (16, 8192, 8192, H100_BANDWIDTH, 4),    # 64 tiles x 8 = 512 > 368
     (16, 8192, 8192, H200_BANDWIDTH, 8),    # 512 <= 4 x 132
     (16, 8192, 8192, 0.0, 8),               # bandwidth unknown: 4 blocks per SM
-    (16, 8192, 8192, 9.6e12, 8),            # faster than the H200: still at most 4 per SM
+    (16, 8192, 8192, 9.6e12, 8),            # faster than the H200: the split rule's own 4 per SM still bounds it
     (16, 7168, 8192, H100_BANDWIDTH, 4),    # 56 tiles x 8 = 448 > 368
     (16, 5120, 8192, H100_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 368
     (16, 4096, 11008, H100_BANDWIDTH, 8),   # 32 tiles x 8 = 256
