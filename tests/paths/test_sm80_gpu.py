@@ -185,8 +185,8 @@ def test_serial_and_parallel_split_k_sum_the_same_partials_in_the_same_order(lay
     """Serial split-K sums its slots in batches of up to 16 float4 a thread (tile_output.cuh, sum_slots); the
     splits here cross every batch boundary a compiled tile has (batches of 1, 2 and 4 slots: 3, 5, 8, 9, 16
     splits). Both modes add the partials in split order from zero, with the bias last, so their outputs are
-    equal value for value, and within the mathematical weight's tolerance of float64. K = 1024 is 16 k-tiles; M = 33 and N = 320
-    leave partial row and column tiles."""
+    equal value for value, and within the mathematical weight's tolerance of float64. K = 1024 is 16 k-tiles;
+    M = 33 and N = 320 leave partial row and column tiles."""
     K, N, G, M = 1024, 320, 128, 33
     configs = mixgemm.compiled_configs(torch.float16, path="sm80", layout=layout)
     if not configs:

@@ -167,9 +167,9 @@ _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
 # Of the splits that rule allows, the 16-row tiles take the largest that keeps the grid within 4 blocks per SM
 # scaled by the GPU's DRAM bandwidth over the H200's 4.8 TB/s (a faster GPU stays within the rule's own 4), and at
-# least 4 splits. Every block streams its weight
-# at the same rate, so the blocks a GPU needs in flight to cover DRAM latency grow with its bandwidth (Little's law);
-# past that, more splits only add partial-sum slots to write and sum. On the 64-column-tile weights at M = 16
+# least 4 splits. Every block streams its weight at the same rate, so the blocks a GPU needs in flight to cover
+# DRAM latency grow with its bandwidth (Little's law); past that, more splits only add partial-sum slots to write
+# and sum. On the 64-column-tile weights at M = 16
 # (8192x8192, 7168x8192, 14336x8192, 28672x8192; A/B at the same tile, docs/perf-notes/2026-11-27-serial-split-k-
 # sum-of-slots.md) 8 splits (3.9 blocks per SM) took 0.96x-0.99x the time of 4 (1.9) on the H200 and 1.01x-1.03x on
 # the H100 (3.35 TB/s), whose scaled bound is 2.8 blocks per SM. A GPU whose bandwidth is unknown keeps the rule's
@@ -253,11 +253,10 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
         return None
-    split_k = max(splits)
+    per_sm = _SPLIT_K_MAX_BLOCKS_PER_SM  # every split above keeps to it; the 16-row tiles scale it (see above)
     if config.tile_m == 16 and memory_bandwidth > 0:
-        per_sm = _SPLIT_K_MAX_BLOCKS_PER_SM * memory_bandwidth / _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH
-        split_k = max([k for k in splits if k >= _SPLIT_K_MIN_SPLITS and tiles * k <= per_sm * sm_count],
-                      default=_SPLIT_K_MIN_SPLITS)
+        per_sm *= memory_bandwidth / _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH
+    split_k = max(k for k in splits if k == _SPLIT_K_MIN_SPLITS or tiles * k <= per_sm * sm_count)
     serial = config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
     return config.with_split_k(split_k, "serial" if serial else "parallel")
 
