@@ -21,7 +21,8 @@ def _tool(name):
 
 def test_grid_table_of_record():
     # The run of M = 1..4096, then M = 1024 and 4096 again with the multicast pair, then M = 8 and 16 with the
-    # split-K sum in the kernel, then two M = 16 cells with the bandwidth-scaled split (a later file wins its cells).
+    # split-K sum in the kernel, then two M = 16 cells with the bandwidth-scaled split, then six cells with the
+    # conversion two k-blocks ahead (a later file wins its cells).
     b = ROOT / "benchmarks"
     grid = _tool("record_grid").grid_table
     first = grid([str(b / "2026-11-27-h100-grid-peers.json")])
@@ -34,11 +35,15 @@ def test_grid_table_of_record():
              str(b / "2026-11-27-h100-grid-m8-32-serial-split-peers.json") + "@8,16"]
     assert "in 55 of 60 cells in both variants, 58 with zero points" in grid(third)
     # Then 8192x8192 and 28672x8192 at M = 16 with the split scaled by the H100's bandwidth (4 splits, not 8).
-    table = grid(third + [str(b / "2026-11-27-h100-m16-bandwidth-split-grid-peers.json")])
+    fourth = third + [str(b / "2026-11-27-h100-m16-bandwidth-split-grid-peers.json")]
+    assert "in 55 of 60 cells in both variants, 58 with zero points" in grid(fourth)
+    # Then the three 4096-wide weights at M = 128 and 256 with the 128 x 128 tiles converting two k-blocks ahead.
+    table = grid(fourth + [str(b / "2026-11-27-h100-sm90-two-ahead-peers.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
-    assert "in 55 of 60 cells in both variants, 58 with zero points" in table
+    assert "in 57 of 60 cells in both variants, 60 with zero points" in table
     assert "| 8192x8192 | 16 | 17.30 | 17.29 | 17.85 Marlin sym | 0.970 | 0.969 | `16x128x64_w16x32x64_s4_k4s` |" in table
+    assert "| 4096x11008 | 256 | 37.92 | 37.82 | 38.97 cuBLAS fp16 | 0.973 | 0.971 |" in table
     m4096 = [row for row in rows if "| 4096 |" in row]
     assert len(m4096) == 6 and all("c1x2" in row for row in m4096)  # auto's config at M = 4096: the pair
     # The 16-row split-K cells sum in the kernel (serial, "_k<n>s"); 8192x8192 M = 16 was the one behind before.
