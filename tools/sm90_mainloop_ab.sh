@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds tools/sm90_mainloop_ab.cu for the sm90 configs `auto` runs on the DESIGN shapes and runs each on the cells
-# where it is chosen (docs/perf-notes/2026-11-26-sm90-word-addressed-weight-reads.md has the table this printed).
+# where it is chosen (docs/perf-notes/2026-11-26-sm90-word-addressed-weight-reads.md has the table this printed;
+# docs/perf-notes/2026-11-27-sm90-conversion-across-k-tiles.md the 128 x 128 rows since they convert two ahead).
 # On the GPU machine, from the repository root, with nvcc and the nvidia-cutlass wheel installed:
 #   bash tools/sm90_mainloop_ab.sh             # all configs (each build ~4 min on one core; they build in parallel)
 #   CONFIGS="64x128_coop_streamk" bash tools/sm90_mainloop_ab.sh
