@@ -74,7 +74,7 @@ struct WordAddressedWeightReads : Base {
     // converted slot is then rewritten one wgmma sooner, so one wgmma fewer may stay in flight, and the next
     // stage must be waited on before the tile's last wgmmas issue. Against the stock-shaped loop that trade
     // measured 0.96x-0.99x the time where each of the cooperative schedule's two warpgroups issues one 64 x 128
-    // wgmma a k-block (the 128 x 128 tiles, M = 128..256). It lost with 64 tokens (1.03x; likely the shorter
+    // wgmma a k-block (the 128 x 128 tiles, M = 128..256). It lost with 64 tokens (1.03x-1.04x; likely the shorter
     // wgmmas want the deeper queue) and with two wgmmas a k-block (the 256-column tiles, 1.04x-1.15x: two
     // fragments held converted ahead); it was mixed with 16 and 32 tokens (0.96x-1.03x) and in the ping-pong
     // schedule (0.98x-1.00x), and level with 256 tokens. So only the 128 x 128 tiles take it (the GEMM's and the
