@@ -387,9 +387,11 @@ def test_sm90_large_m_fills_the_gpu():
     # tiles are 5.2 waves (87%).
     streamk_pair = Sm90Config(256, 128, 1, 2, "coop", "streamk")
     assert pick(2048, 11008, 4096, configs=SM90_FULL + [streamk_pair]).name == "sm90_256x128x64_c1x1_coop_streamk"
-    # Only the measured tile takes a pair: 8192 x 1280 at M = 1024 runs 256 x 64 ping-pong persistent (80 tiles).
+    # Only the measured tile takes a pair: 8192 x 8192 at M = 1024 with the ping-pong tile first (no 256 x 128
+    # compiled) runs 256 x 64 ping-pong persistent as its single CTA (512 tiles).
     pingpong_pair = Sm90Config(256, 64, 1, 2, "pingpong", "persistent")
-    assert pick(1024, 1280, 8192, configs=SM90_FULL + [pingpong_pair]).name == \
+    no_256x128 = [c for c in SM90_FULL if (c.tile_m, c.tile_n) != (256, 128)]
+    assert pick(1024, 8192, 8192, configs=no_256x128 + [pingpong_pair]).name == \
         "sm90_256x64x64_c1x1_pingpong_persistent"
     # M = 512: 448 tiles are 3.4 waves (85%): the stream-K twin of the same tile.
     assert pick(512, 28672, 8192).name == "sm90_256x128x64_c1x1_coop_streamk"
@@ -411,8 +413,42 @@ def test_sm90_tiles_under_one_wave():
     assert pick(256, 11008, 4096).name == "sm90_128x128x64_c1x1_coop_streamk"
     # On 114 SMs the same 86 tiles are 0.75 of one wave: the share reads the SM count.
     assert pick(256, 11008, 4096, sms=114).name == "sm90_256x128x64_c1x1_coop_persistent"
-    # 8192 x 1280, M = 1024: 40 tiles of 256 x 128; 80 of 256 x 64 ping-pong are past half of one wave.
-    assert pick(1024, 1280, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # 8192 x 7168, M = 256: 56 tiles of 256 x 128; 112 of 256 x 64 ping-pong are 0.85 of a wave.
+    assert pick(256, 7168, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
+@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (129, 5120, 8192),
+                                     (512, 2560, 3584)])
+def test_sm90_tall_split_where_the_rest_idle(M, N, K):
+    # 40 tiles of 256 x 128: ping-pong's 80 tiles and 128 x 128's 80 (unsplit) are 0.61 of a wave, while 256 x 128
+    # split 3 ways makes 120 units, 0.91 of it.
+    assert pick(M, N, K).name == "sm90_256x128x64_c1x1_coop_streamk_k3s"
+    # On 114 SMs that split is 2 (80 units, 0.70 of a wave): the ping-pong tiles, which make over half of it.
+    assert pick(M, N, K, sms=114).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # Without the 256 x 128 stream-K config compiled, the ping-pong tiles.
+    no_split = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
+    assert pick(M, N, K, configs=no_split).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
+@pytest.mark.parametrize("M, N, K, name", [
+    (512, 4096, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),   # 128 ping-pong tiles fill the GPU
+    (384, 4096, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),   # the same 128 (256 x 128 split 2 would fill it)
+    (256, 4096, 4096, "sm90_128x128x64_c1x1_coop_streamk_k2s"),     # 64 tiles of 128 x 128 split 2 fill it
+    (512, 1280, 8192, "sm90_128x128x64_c1x1_coop_streamk_k3s"),     # 20 tiles of 256 x 128 split 4: 0.61
+    (512, 2560, 2048, "sm90_256x64x64_c1x1_pingpong_persistent"),   # 32 k-tiles: split 2 at most (0.61)
+])
+def test_sm90_tall_split_not_where_another_choice_fills(M, N, K, name):
+    assert pick(M, N, K).name == name
+
+
+def test_sm90_short_split_where_128_rows_idle():
+    # 8192 x 1280, M = 256: 20 tiles of 128 x 128 split 4 fill 0.61 of a wave, 40 of 64 x 128 split 3 fill 0.91.
+    assert pick(256, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
+    # M = 512: 40 tiles of 128 x 128 split 3 fill 0.91 themselves.
+    assert pick(512, 1280, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k3s"
+    # Without 64 x 128 compiled, 128 x 128 (the last choice that runs).
+    no_64 = [c for c in SM90_FULL if c.tile_m != 64]
+    assert pick(256, 1280, 8192, configs=no_64).name == "sm90_128x128x64_c1x1_coop_streamk_k4s"
 
 
 @pytest.mark.parametrize("K, N, M, split", [

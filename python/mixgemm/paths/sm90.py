@@ -68,16 +68,17 @@ _NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+
 # tile matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads the
 # tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile and at M = 65..128
 # on small weights with two 64-row tiles (below); above, 256 x 128 cooperative tiles won where they fill the GPU,
-# 256 x 64 ping-pong tiles where they did not, and 128 x 128 stream-K (split by sm90_split) where neither does. A
-# ping-pong CTA with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only pay with
-# two tiles or more per SM.
+# the same tile split by stream-K where only that split fills it (below), 256 x 64 ping-pong tiles where they
+# make half a wave, then 64 x 128 stream-K where it fills the GPU and 128 x 128 cannot (below), else 128 x 128
+# stream-K (split by split_for). A ping-pong CTA with one tile keeps one of its two math warpgroups busy, so
+# narrow ping-pong tiles only pay with two tiles or more per SM.
 _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
     (64, ((64, 256, "coop", "streamk"), (64, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (128, ((128, 256, "coop", "streamk"), (128, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
-    (math.inf, ((256, 128, "coop", "persistent"), (256, 64, "pingpong", "persistent"),
-                (128, 128, "coop", "streamk"))),
+    (math.inf, ((256, 128, "coop", "persistent"), (256, 128, "coop", "streamk"), (256, 64, "pingpong", "persistent"),
+                (64, 128, "coop", "streamk"), (128, 128, "coop", "streamk"))),
 )
 # A 256-column weight tile (each consumer warpgroup issues two 64-row wgmmas per k-step) halves the tiles that
 # re-read x from L2 and doubles the weight bytes each CTA keeps in flight, at the price of a longer pipeline fill
@@ -96,8 +97,18 @@ _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 # docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md); at 0.85 of a wave or more (8192x5120,
 # 8192x7168, and 8192 columns split 2) the 128-column split was best or within 1.7%.
 _WIDE_FILL_MAX_M = 64
-_NARROW_IDLE_FILL = 0.75
-_WIDE_SPLIT_MIN_FILL = 0.9
+_IDLE_FILL = 0.75
+_SPLIT_MIN_FILL = 0.9
+# Above 128 rows the 256 x 128 tile split by stream-K pays the same way, where its tiles are too few for a
+# persistent wave and it is the one choice that fills the GPU: 256 x 64 ping-pong tiles are never split, and
+# 128 x 128 tiles making over half a wave get none. At 40 tiles of 256 x 128 (80 of 256 x 64 or 128 x 128, 0.61 of
+# a wave: 8192x1280 M = 1024, 8192x2560 M = 512, 8192x5120 M = 256; H100 sweep of 2026-11-27, docs/perf-notes/
+# 2026-11-27-sm90-tall-split-where-the-rest-idle.md) the split 3 ways (0.91 of a wave) took 0.90x-0.91x the time
+# of the ping-pong tiles that ran before and 0.85x-0.89x that of 128 x 128 unsplit. Where another choice fills the
+# GPU it loses: 128 ping-pong tiles (4096x4096, 11008x4096 M = 512) took 0.86x / 0.97x the split's time, 128 x 128
+# split 2 (4096x4096 M = 256, 64 tiles) 0.73x. Likewise at the narrow end: on 8192x1280 at M = 256, 20 tiles of
+# 128 x 128 split 4 fill 0.61 of a wave and 40 of 64 x 128 split 3 fill 0.91; the latter took 0.93x the time
+# (same sweep; unsplit 0.97x-0.98x in 2026-11-26's, which had no split 3).
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
@@ -111,8 +122,9 @@ _TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
 # half tile's cost per flop against the whole one's. The H100 sweep of 2026-11-26 (five cells of 80-112 tiles)
 # gives alpha = 1.31-1.44, so the break-even share 1 / alpha is 0.69-0.76: 128 x 128 stream-K took 0.83x-0.94x
 # the persistent time at 80-86 tiles (0.61-0.65 of a wave) and 1.11x-1.13x at 112 (0.85). Two 256 x 64 ping-pong
-# tiles share one SM's two math warpgroups, so that tile pays from half a wave (8192x1280 at M = 1024: 80 tiles,
-# the fastest config).
+# tiles share one SM's two math warpgroups, so that tile pays from half a wave (80 tiles on 8192x1280 at M = 1024
+# were the fastest config in 2026-11-26's sweep; since split-K sums in the kernel the 256 x 128 split above, tried
+# first, beats them there).
 _MIN_WAVE = {(256, 128): 0.75}
 _MIN_WAVE_DEFAULT = 0.5
 # A persistent grid of several waves whose last one is short wastes the idle SMs' share: below this ratio of
@@ -174,26 +186,36 @@ def _split(tiles: int, K: int, sm_count: int) -> int:
     return max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
 
 
-def _wide_fills_where_narrow_idles(tile_m: int, M: int, N: int, K: int, sm_count: int) -> bool:
-    """Whether, up to 64 rows, 256-column tiles split fill the GPU where the 128-column ones leave a quarter of
-    it idle (see above)."""
-    if M > _WIDE_FILL_MAX_M or N % _WIDE_TILE_N:
-        return False
-    narrow = _tiles(tile_m, _NARROW_TILE_N, M, N)
-    wide = _tiles(tile_m, _WIDE_TILE_N, M, N)
-    narrow_fill = narrow * _split(narrow, K, sm_count) / sm_count
-    wide_fill = wide * _split(wide, K, sm_count) / sm_count
-    return narrow_fill < _NARROW_IDLE_FILL and wide_fill >= _WIDE_SPLIT_MIN_FILL  # a split never passes one wave
+def _fill(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int, split: bool = True) -> float:
+    """The share of one wave that ``tile_m`` x ``tile_n`` tiles fill, stream-K tiles at split_for's split (a split
+    never passes one wave), persistent ones (``split=False``) unsplit."""
+    tiles = _tiles(tile_m, tile_n, M, N)
+    return tiles * (_split(tiles, K, sm_count) if split else 1) / sm_count
 
 
-def _pays(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int) -> bool:
-    """Whether a choice of the M <= 128 buckets gives every SM enough k-tiles: the 256-column tiles (or, up to 64
-    rows, fill the GPU where 128 columns cannot) and the 128 x 128 tile (see above); the other choices always."""
+def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, bool], ...], M: int, N: int,
+                                 K: int, sm_count: int) -> bool:
+    """Whether ``tile`` (tile_m, tile_n) split fills the GPU where each of ``others`` (tile_m, tile_n, split) leaves
+    a quarter of it idle (see above)."""
+    return (_fill(*tile, M, N, K, sm_count) >= _SPLIT_MIN_FILL
+            and all(_fill(m, n, M, N, K, sm_count, split) < _IDLE_FILL for m, n, split in others))
+
+
+def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
+    k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
+    k-tiles); above, 256 x 128 stream-K where only it fills the GPU and 64 x 128 where it fills the GPU and
+    128 x 128 cannot; the other choices always."""
     if tile_n == _WIDE_TILE_N:
         return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
-                or _wide_fills_where_narrow_idles(tile_m, M, N, K, sm_count))
+                or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
+                    (tile_m, _WIDE_TILE_N), ((tile_m, _NARROW_TILE_N, True),), M, N, K, sm_count)))
     if (tile_m, tile_n) == (128, 128) and M <= 128:
         return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
+    if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
+        return _fills_where_the_others_idle((256, 128), ((256, 64, False), (128, 128, True)), M, N, K, sm_count)
+    if (tile_m, tile_n) == (64, 128) and M > 128:
+        return _fills_where_the_others_idle((64, 128), ((128, 128, True),), M, N, K, sm_count)
     return True
 
 
@@ -211,7 +233,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
-        if config is None or not _pays(tile_m, tile_n, M, N, K, sm_count):
+        if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count):
             continue
         if scheduler == "streamk":
             return config
