@@ -55,9 +55,15 @@ def test_grid_table_of_record():
 
 
 def test_h200_grid_table_of_record():
-    table = _tool("record_grid").grid_table([str(ROOT / "benchmarks" / "2026-11-27-h200-grid-serial-split-peers.json")])
+    b = ROOT / "benchmarks"
+    before = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json")])
+    assert "in 55 of 60 cells in both variants, 55 with zero points" in before
+    # The M = 128 / 256 rows re-run after the 128 x 128 tiles converted two k-blocks ahead.
+    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
+                                             str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json")])
     assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
-    assert "in 55 of 60 cells in both variants, 55 with zero points" in table
+    assert "in 56 of 60 cells in both variants, 56 with zero points" in table
+    assert "| 4096x11008 | 256 | 37.14 | 37.03 | 37.26 cuBLAS fp16 | 0.997 | 0.994 |" in table
     assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
 
 

@@ -59,8 +59,13 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-26-h100-sample-floor-peers.json"),
                                      str(b / "2026-11-27-h100-tp-shards-peers.json"),
                                      str(b / "2026-11-27-h100-tp-m1024-x-multicast-peers.json"),
-                                     str(b / "2026-11-27-h100-m16-bandwidth-split-tp-peers.json")])
-    assert "in 84 of 96 cells" in table
+                                     str(b / "2026-11-27-h100-m16-bandwidth-split-tp-peers.json"),
+                                     str(b / "2026-11-27-h100-tp-narrow-m128-two-ahead-peers.json"),
+                                     str(b / "2026-11-27-h100-tp-narrow-tall-split-peers.json")])
+    assert "in 85 of 96 cells" in table
+    # The last run re-timed the narrow shards at M = 256..1024 after the rule that splits 256 x 128 tiles where
+    # only they fill the GPU (8192x1280 M = 1024 ran 80 ping-pong tiles at 41.3 us before).
+    assert "| 8192x1280 | 1024 | 37.9 | 42.0 cublas_fp16 | 0.902 | - |" in table
     # The last run re-timed the split-K shards at M = 16 (7168x8192: behind at 8 splits summed by a second kernel).
     assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.34x |" in table
     assert "| 7168x8192 | 1 | 13.1 | 15.9 ist_marlin[sym] | 0.825 | 1.14x |" in table  # M = 1: issue 34's floor
