@@ -16,7 +16,11 @@ joined by commas: FLOOR.json,LATER.json). Where files overlap, the last one give
 from __future__ import annotations
 
 import json
+import pathlib
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from record_grid import load_cells  # the peers-harness reader of the grid table
 
 MODEL_NAMES = {"qwen3-30b-a3b": "Qwen3-30B-A3B", "mixtral-8x7b": "Mixtral-8x7B", "deepseek-v2-lite": "DeepSeek-V2-Lite"}
 
@@ -49,6 +53,17 @@ def moe_table(paths: list[str]) -> str:
     return "\n".join(out)
 
 
+def _peer_times(path: str) -> dict:
+    """One peers run's cells, (K, N, M) -> {peer: median us}, by the grid table's reader. A run whose per-peer JSON
+    was lost keeps the harness's printed summary ("rows"): ours and the fastest other peer per cell."""
+    with open(path) as f:
+        rows = json.load(f).get("rows")
+    if rows is not None:
+        return {(r["K"], r["N"], r["M"]): {"mixgemm[zp]": r["mixgemm_zp_us"], r["best_peer"]: r["best_peer_us"]}
+                for r in rows}
+    return {key: {peer: us for peer, (us, _) in peers.items()} for key, peers in load_cells([path]).items()}
+
+
 def tp_table(floor_paths: str, grid_paths: list[str]) -> str:
     """``floor_paths``: one bench file, or several joined by commas, the later winning a cell (its read floor and
     our time of the same run, so the ratio never mixes two runs). The shards are the first file's shapes (its
@@ -66,21 +81,11 @@ def tp_table(floor_paths: str, grid_paths: list[str]) -> str:
         shards = shards or {(K, N) for K, N, _ in (*run_floor, *run_ours)}
         for key in run_floor.keys() & run_ours.keys():
             floor[key], ours_bench[key] = run_floor[key], run_ours[key]
-    # A peers run may hold other shapes beside the shards, too.
+    # A peers run may hold other shapes beside the shards, too. A later file's cell replaces the whole cell, so a
+    # ratio never mixes two runs.
     cells: dict = {}
     for p in grid_paths:
-        data = json.load(open(p))
-        run: dict = {}
-        for rec in data.get("results", []):
-            if rec["ok"] and rec["median_us"] and (rec["K"], rec["N"]) in shards:
-                run.setdefault((rec["K"], rec["N"], rec["M"]), {})[rec["peer"]] = rec["median_us"]
-        # A run whose per-peer JSON was lost keeps the harness's printed summary: ours and the fastest other peer.
-        for row in data.get("rows", []):
-            if (row["K"], row["N"]) not in shards:
-                continue
-            run[(row["K"], row["N"], row["M"])] = {"mixgemm[zp]": row["mixgemm_zp_us"],
-                                                   row["best_peer"]: row["best_peer_us"]}
-        cells.update(run)  # a later file's cell replaces the whole cell: a ratio never mixes two runs
+        cells.update({key: peers for key, peers in _peer_times(p).items() if key[:2] in shards})
     out = ["| K x N | M | mixgemm | best other peer | mixgemm / best | mixgemm / read floor |",
            "|---|---|---|---|---|---|"]
     won = total = 0
