@@ -99,16 +99,16 @@ _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 _WIDE_FILL_MAX_M = 64
 _IDLE_FILL = 0.75
 _SPLIT_MIN_FILL = 0.9
-# Above 128 rows the 256 x 128 tile split by stream-K pays the same way, where its tiles are too few for a
-# persistent wave and it is the one choice that fills the GPU: 256 x 64 ping-pong tiles are never split, and
-# 128 x 128 tiles making over half a wave get none. At 40 tiles of 256 x 128 (80 of 256 x 64 or 128 x 128, 0.61 of
-# a wave: 8192x1280 M = 1024, 8192x2560 M = 512, 8192x5120 M = 256; H100 sweep of 2026-11-27, docs/perf-notes/
-# 2026-11-27-sm90-tall-split-where-the-rest-idle.md) the split 3 ways (0.91 of a wave) took 0.90x-0.91x the time
-# of the ping-pong tiles that ran before and 0.85x-0.89x that of 128 x 128 unsplit. Where another choice fills the
-# GPU it loses: 128 ping-pong tiles (4096x4096, 11008x4096 M = 512) took 0.86x / 0.97x the split's time, 128 x 128
-# split 2 (4096x4096 M = 256, 64 tiles) 0.73x. Likewise at the narrow end: on 8192x1280 at M = 256, 20 tiles of
-# 128 x 128 split 4 fill 0.61 of a wave and 40 of 64 x 128 split 3 fill 0.91; the latter took 0.93x the time
-# (same sweep; unsplit 0.97x-0.98x in 2026-11-26's, which had no split 3).
+# Above 128 rows the 256 x 128 tile split by stream-K pays the same way, where its tiles are too few for a persistent
+# wave and neither the 256 x 64 ping-pong tiles (never split) nor 128 x 128 at its split fill three quarters of one
+# (128 x 128 tiles making over half a wave get no split). At 40 tiles of 256 x 128 (80 of 256 x 64 or 128 x 128, 0.61
+# of a wave: 8192x1280 M = 1024, 8192x2560 M = 512, 8192x5120 M = 256; H100 sweep of 2026-11-27, docs/perf-notes/
+# 2026-11-27-sm90-tall-split-where-the-rest-idle.md) the split 3 ways (0.91 of a wave) took 0.90x-0.91x the time of
+# the ping-pong tiles that ran before and 0.85x-0.89x that of 128 x 128 unsplit. Where another choice fills the GPU
+# it loses: 128 ping-pong tiles (4096x4096, 11008x4096 M = 512) took 0.86x / 0.97x the split's time, 128 x 128 split
+# 2 (4096x4096 M = 256, 64 tiles) 0.73x. Likewise at the narrow end: on 8192x1280 at M = 256, 20 tiles of 128 x 128
+# split 4 fill 0.61 of a wave and 40 of 64 x 128 split 3 fill 0.91; the latter took 0.93x the time (same sweep;
+# unsplit 0.97x-0.98x in 2026-11-26's, which had no split 3).
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
