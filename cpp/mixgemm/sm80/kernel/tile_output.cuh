@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mixgemm/common/split_k_arrival.cuh"
 #include "mixgemm/sm80/kernel/kernel_params.h"
@@ -67,11 +68,11 @@ struct TileOutput {
   static constexpr int64_t kSlotFloats = int64_t{Loop::kMmaM} * Loop::kMmaN * 4 * Loop::kThreads;
   static_assert(kSlotFloats == int64_t{Loop::kTileM} * Loop::kTileN, "one slot holds one tile");
 
-  __device__ static float4* slot_entry(float* slot, int mi, int ni) {
-    return reinterpret_cast<float4*>(slot) + (mi * Loop::kMmaN + ni) * Loop::kThreads + threadIdx.x;
-  }
-  __device__ static const float4* slot_entry(const float* slot, int mi, int ni) {
-    return reinterpret_cast<const float4*>(slot) + (mi * Loop::kMmaN + ni) * Loop::kThreads + threadIdx.x;
+  // This thread's float4 (mi, ni) of the slot at `slot`; Float is float (stores) or const float (loads).
+  template <class Float>
+  __device__ static auto* slot_entry(Float* slot, int mi, int ni) {
+    using Entry = std::conditional_t<std::is_const_v<Float>, const float4, float4>;
+    return reinterpret_cast<Entry*>(slot) + (mi * Loop::kMmaN + ni) * Loop::kThreads + threadIdx.x;
   }
 
   // L2 stores and loads (.cg): the block that reads a slot may run on another SM.
