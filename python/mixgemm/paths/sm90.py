@@ -186,19 +186,19 @@ def _split(tiles: int, K: int, sm_count: int) -> int:
     return max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
 
 
-def _fill(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: int, split: bool = True) -> float:
-    """The share of one wave that ``tile_m`` x ``tile_n`` tiles fill, stream-K tiles at split_for's split (a split
-    never passes one wave), persistent ones (``split=False``) unsplit."""
+def _fill(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> float:
+    """The share of one wave that ``tile_m`` x ``tile_n`` tiles fill: stream-K tiles at split_for's split (a split
+    never passes one wave), persistent ones unsplit."""
     tiles = _tiles(tile_m, tile_n, M, N)
-    return tiles * (_split(tiles, K, sm_count) if split else 1) / sm_count
+    return tiles * (_split(tiles, K, sm_count) if scheduler == "streamk" else 1) / sm_count
 
 
-def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, bool], ...], M: int, N: int,
+def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, str], ...], M: int, N: int,
                                  K: int, sm_count: int) -> bool:
-    """Whether ``tile`` (tile_m, tile_n) split fills the GPU where each of ``others`` (tile_m, tile_n, split) leaves
-    a quarter of it idle (see above)."""
-    return (_fill(*tile, M, N, K, sm_count) >= _SPLIT_MIN_FILL
-            and all(_fill(m, n, M, N, K, sm_count, split) < _IDLE_FILL for m, n, split in others))
+    """Whether stream-K ``tile`` (tile_m, tile_n) split fills the GPU where each of ``others`` (tile_m, tile_n,
+    scheduler) leaves a quarter of it idle (see above)."""
+    return (_fill(*tile, "streamk", M, N, K, sm_count) >= _SPLIT_MIN_FILL
+            and all(_fill(*other, M, N, K, sm_count) < _IDLE_FILL for other in others))
 
 
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
@@ -209,13 +209,14 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     if tile_n == _WIDE_TILE_N:
         return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
                 or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
-                    (tile_m, _WIDE_TILE_N), ((tile_m, _NARROW_TILE_N, True),), M, N, K, sm_count)))
+                    (tile_m, _WIDE_TILE_N), ((tile_m, _NARROW_TILE_N, "streamk"),), M, N, K, sm_count)))
     if (tile_m, tile_n) == (128, 128) and M <= 128:
         return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
-        return _fills_where_the_others_idle((256, 128), ((256, 64, False), (128, 128, True)), M, N, K, sm_count)
+        return _fills_where_the_others_idle((256, 128), ((256, 64, "persistent"), (128, 128, "streamk")), M, N, K,
+                                            sm_count)
     if (tile_m, tile_n) == (64, 128) and M > 128:
-        return _fills_where_the_others_idle((64, 128), ((128, 128, True),), M, N, K, sm_count)
+        return _fills_where_the_others_idle((64, 128), ((128, 128, "streamk"),), M, N, K, sm_count)
     return True
 
 
