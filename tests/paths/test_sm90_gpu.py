@@ -153,6 +153,34 @@ def test_split_k_against_float64_and_repeatable_bit_for_bit(dtype, bits):
                     assert torch.equal(_gemm_sm90(x, packed, b, config=cfg), out), f"{cfg.name} M={M}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_token_rows_past_m_never_reach_the_output(dtype):
+    """A token tile with 64 or more rows past M loads x only up to M (sm90/x_rows_past_m_skipped.cuh): the rows
+    it skips hold whatever shared memory held. For every compiled config of 128 and 256 tokens and M with 63, 64,
+    65 and tile - 1 rows past a tile's edge (the full box and the row blocks), the output matches the float64
+    references and equals, bit for bit, the first M rows of the same config run just before on x padded to whole
+    tiles with NaN rows (so stale stages hold NaN; a token's output reads only its own row of x)."""
+    _require_sm90()
+    K, N, G = 512, 256, 128
+    torch.manual_seed(35)
+    packed, model_w, math_w = _weight(K, N, G, dtype, 4, True)
+    configs = [c for c in _sm90_configs(dtype) if c.tile_m in (128, 256)]
+    assert configs, "no sm90 config of 128 or 256 tokens compiled"
+    for config in configs:
+        t = config.tile_m
+        for M in sorted({t - 63, t - 64, t - 65, 1, 2 * t - 63, 2 * t - 64}):
+            x = random_activations(M, K, dtype)
+            padded = torch.full((-(-M // t) * t, K), float("nan"), dtype=dtype, device=DEVICE)
+            padded[:M] = x
+            poison_allocator(padded.shape[0] * N * 2)
+            full = _gemm_sm90(padded, packed, config=config)
+            poison_allocator(M * N * 2)
+            out = _gemm_sm90(x, packed, config=config)
+            what = f"{config.name} M={M} (padded to {padded.shape[0]})"
+            check_model_and_math(out, x, None, model_w, math_w, dtype, what)
+            assert torch.equal(out, full[:M]), what
+
+
 def test_stream_k_flags_are_zero_after_every_call():
     """Stream-K kernels keep their split flags in the per-stream semaphore buffer (mixgemm.workspace) instead of
     clearing them with a memset per launch: the unit finishing a tile resets its flag. Calls of different

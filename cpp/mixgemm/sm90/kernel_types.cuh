@@ -27,6 +27,7 @@
 #include "mixgemm/sm90/self_resetting_stream_k.cuh"
 #include "mixgemm/sm90/sm90_args.h"
 #include "mixgemm/sm90/word_addressed_weight_reads.cuh"
+#include "mixgemm/sm90/x_rows_past_m_skipped.cuh"
 
 namespace mixgemm::sm90 {
 
@@ -113,8 +114,9 @@ struct KernelTypes {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Tags::Kernel>::CollectiveOp;
-  // The builder's collective with its weight codes read in 32-bit words (word_addressed_weight_reads.cuh).
-  using CollectiveMainloop = WordAddressedWeightReads<StockMainloop>;
+  // The builder's collective with its weight codes read in 32-bit words (word_addressed_weight_reads.cuh) and
+  // x's rows past M left unloaded (x_rows_past_m_skipped.cuh).
+  using CollectiveMainloop = WordAddressedWeightReads<XRowsPastMSkipped<StockMainloop>>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, SchedulerTag<scheduler>>;
