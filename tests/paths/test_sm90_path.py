@@ -417,7 +417,7 @@ def test_sm90_tiles_under_one_wave():
     assert pick(256, 7168, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
 
 
-@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (129, 5120, 8192),
+@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (193, 5120, 8192),
                                      (512, 2560, 3584)])
 def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # 40 tiles of 256 x 128: ping-pong's 80 tiles and 128 x 128's 80 (unsplit) are 0.61 of a wave, while 256 x 128
@@ -428,6 +428,25 @@ def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # Without the 256 x 128 stream-K config compiled, the ping-pong tiles.
     no_split = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
     assert pick(M, N, K, configs=no_split).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
+@pytest.mark.parametrize("M", [129, 160, 192])
+def test_sm90_64_token_tiles_sized_to_m(M):
+    # 129..192 rows: three 64-token tiles compute 192 rows where the bucket's other choices compute 256; they go first
+    # where they fill 0.9 to 1 of a wave. 8192 x 5120: 60 tiles of 64 x 256 split 2 fill 0.91, and every SM streams
+    # 58 of their k-tiles (at least 48).
+    assert pick(M, 5120, 8192).name == "sm90_64x256x64_c1x1_coop_streamk_k2s"
+    # 4096 x 5120: 64 x 256 gives each SM 29 k-tiles; 120 tiles of 64 x 128 fill 0.91.
+    assert pick(M, 5120, 4096).name == "sm90_64x128x64_c1x1_coop_streamk"
+    # 4096 x 11008: 129 tiles of 64 x 256, 0.98 of a wave.
+    assert pick(M, 11008, 4096).name == "sm90_64x256x64_c1x1_coop_streamk"
+    # 4096 x 4096: 96 tiles of 64 x 128 fill 0.73: the bucket's pick, 128 x 128 split 2.
+    assert pick(M, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
+    # 8192 x 8192: 192 tiles of 64 x 128 make 1.45 waves: the ping-pong tiles.
+    assert pick(M, 8192, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # Without the 64-token configs compiled, the bucket's pick.
+    no_64 = [c for c in SM90_FULL if c.tile_m != 64]
+    assert pick(M, 5120, 8192, configs=no_64).name == "sm90_256x128x64_c1x1_coop_streamk_k3s"
 
 
 @pytest.mark.parametrize("M, N, K, name", [

@@ -154,6 +154,14 @@ _MIN_K_TILES_PER_SPLIT = 16
 # 0.987x-1.006x at 1024 (six) and 0.998x-1.016x at 512. Only from K = 4096, the shortest K measured: with fewer
 # k-steps a tile the pair's fixed costs a tile (the cluster's launch, its multicast barriers) weigh more,
 # unmeasured.
+# Token tiles sized to M at 129..192 rows: three 64-token tiles compute 192 rows where every other choice of the
+# bucket computes 256, so where they fill one wave (0.9 to 1 of it at split_for's split) they go first, the 256-column
+# one where every SM streams the wide tile's k-tiles (the rule for M <= 64). H100 sweep at M = 160 / 192 (nine shapes,
+# docs/perf-notes/2026-11-27-sm90-partial-token-tiles.md, after x's rows past M stopped loading): the fastest config
+# or within 1.4% on 4096x5120, 4096x11008, 8192x5120 and 8192x2560, where the bucket's picks took 1.08x-1.20x the
+# fastest; where they fill less (0.73 of a wave: 4096x4096, 11008x4096) or over a wave (2048x8192, 8192x8192 at
+# 1.45) they took 1.15x-1.38x the fastest config. Unmeasured at other M of the range.
+_TOKEN_TILE_64_MAX_M = 192
 _X_MULTICAST_TILE = (256, 128, "coop")
 _X_MULTICAST_MIN_M = 1024
 _X_MULTICAST_MIN_K = 4096
@@ -231,6 +239,9 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         return None
     by_shape = {(c.tile_m, c.tile_n, c.schedule, c.scheduler): c
                 for c in fitting if (c.cluster_m, c.cluster_n) == (1, 1)}
+    sized = _token_tile_64_sized_to_m(by_shape, M, N, K, sm_count)
+    if sized is not None:
+        return sized
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
@@ -252,6 +263,20 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     covering = [c for c in narrow if c.tile_m >= M]
     return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
         narrow, key=lambda c: (c.tile_m, c.tile_n))
+
+
+def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
+    """The 64-token stream-K tile at 129..192 rows where it fills one wave (see _TOKEN_TILE_64_MAX_M), else None."""
+    if not 128 < M <= _TOKEN_TILE_64_MAX_M:
+        return None
+    for tile_n in (_WIDE_TILE_N, _NARROW_TILE_N):
+        config = by_shape.get((64, tile_n, "coop", "streamk"))
+        if config is None or (tile_n == _WIDE_TILE_N and _k_tiles_per_sm(64, tile_n, M, N, K, sm_count)
+                              < _WIDE_MIN_K_TILES_PER_SM[64]):
+            continue
+        if _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1:
+            return config
+    return None
 
 
 def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: int, K: int) -> Sm90Config:
