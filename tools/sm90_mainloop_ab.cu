@@ -9,6 +9,10 @@
 //        -I $CUTLASS_INCLUDE -DAB_TILE_M=64 -DAB_TILE_N=128 -DAB_SCHEDULE=kCooperative -DAB_SCHEDULER=kStreamK \
 //        -DAB_ZEROS=1 tools/sm90_mainloop_ab.cu -o /tmp/ab && /tmp/ab 4096x4096:128 8192x28672:64
 // -DNDEBUG as in the library's build: CUTLASS's asserts are calls, and ptxas serializes the wgmmas across a call.
+// -DAB_BASELINE=1 compares against our consumer loop over the stock producer instead (WordAddressedWeightReads of
+// the builder's collective): that isolates x_rows_past_m_skipped.cuh, at M that leave 64 or more of a token tile's
+// rows past M (docs/perf-notes/2026-11-27-sm90-partial-token-tiles.md), e.g. -DAB_TILE_M=256 -DAB_TILE_N=64
+// -DAB_SCHEDULE=kPingpong -DAB_SCHEDULER=kPersistent -DAB_ZEROS=1 -DAB_BASELINE=1 ... && /tmp/ab 8192x5120:192.
 // Options from the environment: AB_ROUNDS (default 11).
 #include <cuda_runtime.h>
 
@@ -24,6 +28,9 @@
 #ifndef AB_TILE_M
 #error "define AB_TILE_M, AB_TILE_N, AB_SCHEDULE, AB_SCHEDULER and AB_ZEROS (see the header)"
 #endif
+#ifndef AB_BASELINE
+#define AB_BASELINE 0
+#endif
 
 namespace {
 using namespace mixgemm;
@@ -32,9 +39,11 @@ using namespace mixgemm::sm90;
 using Ours = KernelTypes<ActType::kFloat16, 4, AB_ZEROS ? QuantMode::kScaleOffset : QuantMode::kScale, AB_TILE_M,
                          AB_TILE_N, 1, 1, Schedule::AB_SCHEDULE, Scheduler::AB_SCHEDULER>;
 
-// The same config with the builder's collective as the mainloop (every other type is Ours').
+// The same config with the builder's collective as the mainloop (every other type is Ours'), or with AB_BASELINE
+// our consumer loop over the builder's producer.
 struct Stock : Ours {
-  using CollectiveMainloop = Ours::StockMainloop;
+  using CollectiveMainloop =
+      cute::conditional_t<AB_BASELINE != 0, WordAddressedWeightReads<Ours::StockMainloop>, Ours::StockMainloop>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       Ours::CollectiveEpilogue, Ours::Kernel::TileSchedulerTag>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -138,10 +147,11 @@ void run_cell(int K, int N, int M, int rounds) {
   check(cudaDeviceSynchronize(), "timing");
   for (auto* v : {&t_ours, &t_stock, &ratio}) std::sort(v->begin(), v->end());
   const int mid = rounds / 2;
-  printf("%dx%d_%s_%s %s  %5dx%-5d M=%-4d  ours %9.2f us  stock %9.2f us  ours/stock %.3f [%.3f..%.3f]  "
+  const char* baseline = AB_BASELINE ? "stock-producer" : "stock";
+  printf("%dx%d_%s_%s %s  %5dx%-5d M=%-4d  ours %9.2f us  %s %9.2f us  ours/%s %.3f [%.3f..%.3f]  "
          "differing %zu\n", AB_TILE_M, AB_TILE_N, Schedule::AB_SCHEDULE == Schedule::kCooperative ? "coop" : "pingpong",
          Scheduler::AB_SCHEDULER == Scheduler::kStreamK ? "streamk" : "persistent", AB_ZEROS ? "zp" : "sym", K, N, M,
-         t_ours[mid], t_stock[mid], ratio[mid], ratio.front(), ratio.back(), differing);
+         t_ours[mid], baseline, t_stock[mid], baseline, ratio[mid], ratio.front(), ratio.back(), differing);
   fflush(stdout);
   for (void* p : {(void*)w, (void*)dx, (void*)ds, (void*)dz, (void*)y_ours, (void*)y_stock, a.workspace,
                   (void*)a.locks})
