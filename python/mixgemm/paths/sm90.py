@@ -271,8 +271,8 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
         return None
     for tile_n in (_WIDE_TILE_N, _NARROW_TILE_N):
         config = by_shape.get((64, tile_n, "coop", "streamk"))
-        if config is None or (tile_n == _WIDE_TILE_N and _k_tiles_per_sm(64, tile_n, M, N, K, sm_count)
-                              < _WIDE_MIN_K_TILES_PER_SM[64]):
+        # _pays: above 64 rows, the 256-column tile's k-tiles-per-SM rule (the 128-column one is judged by fill here).
+        if config is None or (tile_n == _WIDE_TILE_N and not _pays(64, tile_n, "streamk", M, N, K, sm_count)):
             continue
         if _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1:
             return config
