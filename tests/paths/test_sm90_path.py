@@ -417,7 +417,7 @@ def test_sm90_tiles_under_one_wave():
     assert pick(256, 7168, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
 
 
-@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (193, 5120, 8192),
+@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (224, 5120, 8192),
                                      (512, 2560, 3584)])
 def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # 40 tiles of 256 x 128: ping-pong's 80 tiles and 128 x 128's 80 (unsplit) are 0.61 of a wave, while 256 x 128
@@ -428,6 +428,25 @@ def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # Without the 256 x 128 stream-K config compiled, the ping-pong tiles.
     no_split = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
     assert pick(M, N, K, configs=no_split).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
+@pytest.mark.parametrize("M, zero_filled", [
+    (129, 63), (144, 48), (160, 32), (176, 16), (192, 0),  # 64 or more rows past M: the last 64-row block's
+    (193, 63), (208, 48), (224, 32), (240, 16), (256, 0),  # fewer: the whole 256-row box's
+    (464, 48), (480, 32),                                   # the second token tile
+])
+def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled):
+    # 8192 x 8192 from 129 rows: 64 tiles of 256 x 128 (0.48 of a wave) and 128 x 128 tiles making a wave put the
+    # 256 x 64 ping-pong tile first, unless the TMA unit zero-fills more than 32 rows of its last x box
+    # (sm90/x_rows_past_m_skipped.cuh: from 64 rows past M a tile loads x in 64-row blocks up to M). Then 128 x 128
+    # stream-K, whose 128 tiles fill 0.97 of a wave.
+    assert sm90_path._x_rows_zero_filled(256, M) == zero_filled
+    if M <= 256:  # (above, the 256 x 128 tiles fill a wave themselves)
+        expected = "sm90_256x64x64_c1x1_pingpong_persistent" if zero_filled <= 32 else "sm90_128x128x64_c1x1_coop_streamk"
+        assert pick(M, 8192, 8192).name == expected
+    # 128- and 64-token tiles: the rows past M in the box, or in the last 64-row block.
+    assert [sm90_path._x_rows_zero_filled(128, m) for m in (100, 64, 40, 208)] == [28, 0, 24, 48]
+    assert sm90_path._x_rows_zero_filled(64, M) == -M % 64
 
 
 @pytest.mark.parametrize("M", [129, 160, 192])
@@ -442,8 +461,10 @@ def test_sm90_64_token_tiles_sized_to_m(M):
     assert pick(M, 11008, 4096).name == "sm90_64x256x64_c1x1_coop_streamk"
     # 4096 x 4096: 96 tiles of 64 x 128 fill 0.73: the bucket's pick, 128 x 128 split 2.
     assert pick(M, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
-    # 8192 x 8192: 192 tiles of 64 x 128 make 1.45 waves: the ping-pong tiles.
-    assert pick(M, 8192, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # 8192 x 8192: 192 tiles of 64 x 128 make 1.45 waves: the ping-pong tiles, where their last x box zero-fills
+    # at most 32 rows (M = 160: 32 of the last 64-row block; M = 192: none), else 128 x 128 (M = 129: 63 rows).
+    assert pick(M, 8192, 8192).name == ("sm90_128x128x64_c1x1_coop_streamk" if M == 129 else
+                                        "sm90_256x64x64_c1x1_pingpong_persistent")
     # Without the 64-token configs compiled, the bucket's pick.
     no_64 = [c for c in SM90_FULL if c.tile_m != 64]
     assert pick(M, 5120, 8192, configs=no_64).name == "sm90_256x128x64_c1x1_coop_streamk_k3s"

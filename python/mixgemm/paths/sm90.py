@@ -160,8 +160,20 @@ _MIN_K_TILES_PER_SPLIT = 16
 # docs/perf-notes/2026-11-27-sm90-partial-token-tiles.md, after x's rows past M stopped loading): the fastest config
 # or within 1.4% on 4096x5120, 4096x11008, 8192x5120 and 8192x2560, where the bucket's picks took 1.08x-1.20x the
 # fastest; where they fill less (0.73 of a wave: 4096x4096, 11008x4096) or over a wave (2048x8192, 8192x8192 at
-# 1.45) they took 1.15x-1.38x the fastest config. Unmeasured at other M of the range.
+# 1.45) they took 1.15x-1.38x the fastest config. Outside that sweep, at M = 144 / 176 (H100 sweep of twelve shapes,
+# docs/perf-notes/2026-11-27-sm90-m144-240-sweep.md), its picks were the fastest config or within 0.3%.
 _TOKEN_TILE_64_MAX_M = 192
+# The 256 x 64 ping-pong tile only where the TMA unit zero-fills at most this many rows of the last x box it loads
+# (_x_rows_zero_filled). Its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so
+# the fill of rows past M is not hidden behind it. H100 sweep at M = 144..240 (the note above), on 1024x8192,
+# 2048x8192, 3584x8192 and 8192x8192, where `auto` took ping-pong: with 48 rows zero-filled it took 1.04x-1.27x the
+# fastest config at M = 208 (48 of the 256-row box) and 1.00x-1.10x at M = 144 (48 of the last 64-row block), where
+# 128 x 128 stream-K, the pick without it, was the fastest or within 4.5%; with 16 or 32 (M = 160, 176, 240) it was
+# the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
+_PINGPONG_MAX_ZERO_FILLED_ROWS = 32
+# sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
+# in blocks of this many rows up to M; one with fewer loads its whole box.
+_X_ROW_BLOCK = 64
 _X_MULTICAST_TILE = (256, 128, "coop")
 _X_MULTICAST_MIN_M = 1024
 _X_MULTICAST_MIN_K = 4096
@@ -209,6 +221,13 @@ def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int,
             and all(_fill(*other, M, N, K, sm_count) < _IDLE_FILL for other in others))
 
 
+def _x_rows_zero_filled(tile_m: int, M: int) -> int:
+    """The rows past M that the TMA unit zero-fills in the last x box of M's last ``tile_m``-token tile: the tile's
+    rows past M, or, where the kernel loads x in row blocks up to M (see _X_ROW_BLOCK), those of its last block."""
+    past = -M % tile_m
+    return past if past < _X_ROW_BLOCK else -M % _X_ROW_BLOCK
+
+
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
@@ -232,7 +251,8 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
-    narrower ones, else the largest (single CTAs first). A persistent 256 x 128 choice may become its multicast
+    narrower ones, else the largest (single CTAs first). The ping-pong choice is skipped where its last x box
+    zero-fills many rows (_PINGPONG_MAX_ZERO_FILLED_ROWS). A persistent 256 x 128 choice may become its multicast
     pair (_x_multicast_twin)."""
     fitting = [c for c in configs if N % c.tile_n == 0]
     if not fitting:
@@ -246,6 +266,8 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
         if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count):
+            continue
+        if schedule == "pingpong" and _x_rows_zero_filled(tile_m, M) > _PINGPONG_MAX_ZERO_FILLED_ROWS:
             continue
         if scheduler == "streamk":
             return config
