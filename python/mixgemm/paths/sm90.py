@@ -161,13 +161,14 @@ _MIN_K_TILES_PER_SPLIT = 16
 # or within 1.4% on 4096x5120, 4096x11008, 8192x5120 and 8192x2560, where the bucket's picks took 1.08x-1.20x the
 # fastest; where they fill less (0.73 of a wave: 4096x4096, 11008x4096) or over a wave (2048x8192, 8192x8192 at
 # 1.45) they took 1.15x-1.38x the fastest config. Outside that sweep, at M = 144 / 176 (H100 sweep of twelve shapes,
-# docs/perf-notes/2026-11-27-sm90-m144-240-sweep.md), its picks were the fastest config or within 0.3%.
+# docs/perf-notes/2026-11-27-sm90-m144-240-sweep.md), its picks took 0.977x-1.029x the fastest config, and
+# 0.995x-1.037x on the H200 (the top of each on 4096x5120, where 64 x 256 split 2 was fastest).
 _TOKEN_TILE_64_MAX_M = 192
 # The 256 x 64 ping-pong tile only where the TMA unit zero-fills at most this many rows of the last x box it loads
 # (_x_rows_zero_filled). Its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so
 # the fill of rows past M is not hidden behind it. H100 sweep at M = 144..240 (the note above), on 1024x8192,
-# 2048x8192, 3584x8192 and 8192x8192, where `auto` took ping-pong: with 48 rows zero-filled it took 1.04x-1.27x the
-# fastest config at M = 208 (48 of the 256-row box) and 1.00x-1.10x at M = 144 (48 of the last 64-row block), where
+# 2048x8192, 3584x8192 and 8192x8192, where `auto` took ping-pong: with 48 rows zero-filled its rows took 1.04x-1.27x
+# the fastest config at M = 208 (48 of the 256-row box) and 1.00x-1.10x at M = 144 (48 of the last 64-row block), where
 # 128 x 128 stream-K, the pick without it, was the fastest or within 4.5%; with 16 or 32 (M = 160, 176, 240) it was
 # the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
 _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
