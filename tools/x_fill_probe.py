@@ -72,8 +72,9 @@ def main() -> None:
                         [lambda w=w, x=x: mixgemm.gemm(x, w, config=config) for w in weights]).median_us)
             median = {label: sorted(v)[len(v) // 2] for label, v in times.items()}
             results.append({"K": K, "N": N, "config": name, "rounds_us": times, "median_us": median})
-            print(f"{K}x{N} {name} " + " ".join(f"{label} {t:.2f}" for label, t in median.items())
-                  + f"  skip/zeros {median['skip'] / median['zeros']:.3f}  zeros/box {median['zeros'] / median['box']:.3f}",
+            ratios = (f"skip/zeros {median['skip'] / median['zeros']:.3f}  "
+                      f"zeros/box {median['zeros'] / median['box']:.3f}")
+            print(f"{K}x{N} {name} " + " ".join(f"{label} {t:.2f}" for label, t in median.items()) + "  " + ratios,
                   flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "m_skip": args.m_skip, "m_box": args.m_box, "m_whole": args.m_whole,
             "rounds": args.rounds}

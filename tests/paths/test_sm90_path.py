@@ -442,8 +442,8 @@ def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled):
     # stream-K, whose 128 tiles fill 0.97 of a wave.
     assert sm90_path._x_rows_zero_filled(256, M) == zero_filled
     if M <= 256:  # (above, the 256 x 128 tiles fill a wave themselves)
-        expected = "sm90_256x64x64_c1x1_pingpong_persistent" if zero_filled <= 32 else "sm90_128x128x64_c1x1_coop_streamk"
-        assert pick(M, 8192, 8192).name == expected
+        ping_pong, fallback = "sm90_256x64x64_c1x1_pingpong_persistent", "sm90_128x128x64_c1x1_coop_streamk"
+        assert pick(M, 8192, 8192).name == (ping_pong if zero_filled <= 32 else fallback)
     # 128- and 64-token tiles: the rows past M in the box, or in the last 64-row block.
     assert [sm90_path._x_rows_zero_filled(128, m) for m in (100, 64, 40, 208)] == [28, 0, 24, 48]
     assert sm90_path._x_rows_zero_filled(64, M) == -M % 64
