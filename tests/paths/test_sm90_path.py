@@ -444,9 +444,12 @@ def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled):
     if M <= 256:  # (above, the 256 x 128 tiles fill a wave themselves)
         ping_pong, fallback = "sm90_256x64x64_c1x1_pingpong_persistent", "sm90_128x128x64_c1x1_coop_streamk"
         assert pick(M, 8192, 8192).name == (ping_pong if zero_filled <= 32 else fallback)
-    # 128- and 64-token tiles: the rows past M in the box, or in the last 64-row block.
+    assert sm90_path._x_rows_zero_filled(64, M) == -M % 64  # 64-token tiles load their whole box
+
+
+def test_sm90_x_rows_zero_filled_by_128_token_tiles():
+    # The rows past M in the box (under 64 past), or in the last 64-row block (64 or more past).
     assert [sm90_path._x_rows_zero_filled(128, m) for m in (100, 64, 40, 208)] == [28, 0, 24, 48]
-    assert sm90_path._x_rows_zero_filled(64, M) == -M % 64
 
 
 @pytest.mark.parametrize("M", [129, 160, 192])
