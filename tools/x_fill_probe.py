@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 
 import torch
 
@@ -70,7 +71,7 @@ def main() -> None:
                     x = xs[label]
                     times[label].append(timing.time_fn(
                         [lambda w=w, x=x: mixgemm.gemm(x, w, config=config) for w in weights]).median_us)
-            median = {label: sorted(v)[len(v) // 2] for label, v in times.items()}
+            median = {label: statistics.median(v) for label, v in times.items()}
             results.append({"K": K, "N": N, "config": name, "rounds_us": times, "median_us": median})
             ratios = (f"skip/zeros {median['skip'] / median['zeros']:.3f}  "
                       f"zeros/box {median['zeros'] / median['box']:.3f}")
