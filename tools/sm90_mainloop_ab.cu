@@ -11,7 +11,9 @@
 // -DNDEBUG as in the library's build: CUTLASS's asserts are calls, and ptxas serializes the wgmmas across a call.
 // -DAB_BASELINE=1 compares against our consumer loop over the stock producer instead (WordAddressedWeightReads of
 // the builder's collective): that isolates x_rows_past_m_skipped.cuh, at M that leave 64 or more of a token tile's
-// rows past M (docs/perf-notes/2026-11-27-sm90-partial-token-tiles.md), e.g. -DAB_TILE_M=256 -DAB_TILE_N=64
+// rows past M (docs/perf-notes/2026-11-27-sm90-partial-token-tiles.md) and, on the ping-pong schedule, at any M
+// (its whole tiles take the same loop; docs/perf-notes/2026-11-27-sm90-x-row-block-loop-order.md), e.g.
+// -DAB_TILE_M=256 -DAB_TILE_N=64
 // -DAB_SCHEDULE=kPingpong -DAB_SCHEDULER=kPersistent -DAB_ZEROS=1 -DAB_BASELINE=1 ... && /tmp/ab 8192x5120:192.
 // Options from the environment: AB_ROUNDS (default 11).
 #include <cuda_runtime.h>

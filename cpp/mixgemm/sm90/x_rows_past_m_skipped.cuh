@@ -13,9 +13,9 @@
 // since the pipeline expects a full stage. The box across M still zero-fills, fewer than 64 rows. The rows left
 // unloaded hold whatever the stage held before: each feeds only its own token's accumulator column (D^T's column
 // j is W^T times x's row j), the columns of tokens past M, which the TMA store clips and a stream-K fixup adds
-// and drops alike. Every other tile loads the one full box, through the stock load. Only for tiles of 128 and
-// 256 tokens, where x travels by plain TMA (the multicast pair shares each box between two CTAs), and in the
-// dense GEMM's collective.
+// and drops alike. Every other tile loads the one full box (kWholeTilesHere says through which loop). Only for
+// tiles of 128 and 256 tokens, where x travels by plain TMA (the multicast pair shares each box between two
+// CTAs), and in the dense GEMM's collective.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -45,6 +45,14 @@ struct XRowsPastMSkipped : Base {
   static constexpr int kRowBlocks = kTokens / kRowBlock;
   static constexpr bool kSkips = !Base::SwapAB && cute::is_same_v<typename Base::GmemTiledCopyB, cute::SM90_TMA_LOAD> &&
                                  kTokens > kRowBlock && kTokens % kRowBlock == 0;
+
+  // A whole tile (inside M, or fewer than a block's rows past it) loads x in one full box. On the ping-pong schedule
+  // it does so through load_rows below, whose k-tile loop issues the scale copies sooner than the stock load (the
+  // division there); on the cooperative one through the stock load. On the H200 (the A/B tool, against the stock
+  // load) load_rows took 0.97x-0.98x the time on 256 x 64 ping-pong whole tiles and 1.02x-1.04x on 128 x 128
+  // stream-K ones (docs/perf-notes/2026-11-27-sm90-x-row-block-loop-order.md).
+  static constexpr bool kWholeTilesHere =
+      cute::is_same_v<typename Base::KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
 
   using ElementX = typename Base::SwappedElementB;
   using SmemLayoutRows = decltype(cute::tile_to_shape(typename Base::SwappedSmemLayoutAtomB{},
@@ -98,7 +106,7 @@ struct XRowsPastMSkipped : Base {
     if constexpr (!kSkips) {
       Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
-    } else if (kTokens - rows < kRowBlock) {  // the tile inside M, or fewer than a block's rows past it
+    } else if (!kWholeTilesHere && kTokens - rows < kRowBlock) {  // a whole tile (see kWholeTilesHere)
       Base::load(params, pipeline, smem_pipe_write, load_inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
     } else {
@@ -108,7 +116,8 @@ struct XRowsPastMSkipped : Base {
   }
 
  private:
-  // The stock load's k-tile loop (no cluster: kSkips), with x in row blocks up to M.
+  // The stock load's k-tile loop (no cluster: kSkips), with x in row blocks up to M, or in its full box where the
+  // tile is whole.
   template <class... Ts, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load_rows(Params const& params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                                 cute::tuple<Ts...> const& load_inputs, BlockCoord const& blk_coord,
@@ -138,24 +147,37 @@ struct XRowsPastMSkipped : Base {
     Tensor tXgX = tma_x.partition_S(gX);  // (TMA, TMA_N, TMA_K, row block, k)
     Tensor tXsX = tma_x.partition_D(sX);  // (TMA, TMA_N, TMA_K, row block, PIPE)
     const int first_block = static_cast<int>(n_coord) * kRowBlocks;
-    const int blocks = (rows + kRowBlock - 1) / kRowBlock;  // row blocks holding a row of x (the last may cross M)
+    const bool whole = kTokens - rows < kRowBlock;
+    // Row blocks holding a row of x (the last may cross M); a whole tile's full box counts as all of them.
+    const int blocks = whole ? kRowBlocks : (rows + kRowBlock - 1) / kRowBlock;
     const uint32_t skipped_bytes = (kRowBlocks - blocks) * (kRowBlock * kTileK * cute::sizeof_bits_v<ElementX> / 8);
+    auto tma_box = params.tma_load_b.get_slice(0);
+    Tensor tBgB = tma_box.partition_S(get<1>(load_inputs)(_, _, n_coord, _, l_coord));  // (TMA,TMA_N,TMA_K,k)
+    Tensor tBsB = tma_box.partition_D(sB);                                                // (TMA,TMA_N,TMA_K,PIPE)
 
     auto extra = Utils::partition_extra_tma_inputs(params, load_inputs, shared_tensors, make_uint2(0, 0), m_coord,
                                                    l_coord);
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
+      // The scales' row (one per group of k-tiles) is found before the wait for a free stage: the division by the
+      // runtime reload factor, placed between the wait and the copies as the stock load places it, delayed every
+      // stage's copies; moved here, a partial tile took 0.88x-0.98x the time (the note named above).
+      const int scale_k = *k_tile_iter / params.reload_factor;
       pipeline.producer_acquire(smem_pipe_write);
       auto* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
       const int stage = smem_pipe_write.index();
       if (cute::elect_one_sync()) {
         copy(params.tma_load_a.with(*tma_barrier, 0), tAgA(_, _, _, *k_tile_iter), tAsA(_, _, _, stage));
-        CUTLASS_PRAGMA_UNROLL
-        for (int b = 0; b < kRowBlocks; ++b) {
-          if (b < blocks) {
-            copy(params.tma_load_x_rows.with(*tma_barrier, 0), tXgX(_, _, _, first_block + b, *k_tile_iter),
-                 tXsX(_, _, _, b, stage));
+        if (whole) {
+          copy(params.tma_load_b.with(*tma_barrier, 0), tBgB(_, _, _, *k_tile_iter), tBsB(_, _, _, stage));
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int b = 0; b < kRowBlocks; ++b) {
+            if (b < blocks) {
+              copy(params.tma_load_x_rows.with(*tma_barrier, 0), tXgX(_, _, _, first_block + b, *k_tile_iter),
+                   tXsX(_, _, _, b, stage));
+            }
           }
         }
         // The skipped blocks' bytes will never arrive: count them off, so the stage completes on the rest.
@@ -166,8 +188,7 @@ struct XRowsPastMSkipped : Base {
                        : "memory");
         }
       }
-      // Scales (and zeros): one row per k-tile group, as the stock load issues them.
-      const int scale_k = *k_tile_iter / params.reload_factor;
+      // Scales (and zeros), as the stock load issues them.
       if (cute::elect_one_sync()) {
         copy(params.tma_load_scale.with(*tma_barrier, 0), get<0>(extra)(_, _, _, scale_k), get<1>(extra)(_, _, _, stage));
       }
