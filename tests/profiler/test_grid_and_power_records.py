@@ -38,10 +38,15 @@ def test_grid_table_of_record():
     fourth = third + [str(b / "2026-11-27-h100-m16-bandwidth-split-grid-peers.json")]
     assert "in 55 of 60 cells in both variants, 58 with zero points" in grid(fourth)
     # Then the three 4096-wide weights at M = 128 and 256 with the 128 x 128 tiles converting two k-blocks ahead.
-    table = grid(fourth + [str(b / "2026-11-27-h100-sm90-two-ahead-peers.json")])
+    fifth = fourth + [str(b / "2026-11-27-h100-sm90-two-ahead-peers.json")]
+    assert "in 57 of 60 cells in both variants, 60 with zero points" in grid(fifth)
+    # Then M = 512 on 4096x4096 and 11008x4096 after the ping-pong tile's whole tiles moved to our x load loop (the
+    # run's M = 256 cells are 128 x 128 tiles the change does not touch).
+    table = grid(fifth + [str(b / "2026-11-27-h100-row-block-loop-peers.json") + "@512"])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
-    assert "in 57 of 60 cells in both variants, 60 with zero points" in table
+    assert "in 58 of 60 cells in both variants, 60 with zero points" in table
+    assert "| 11008x4096 | 512 | 63.17 | 63.17 | 65.39 cuBLAS fp16 | 0.966 | 0.966 |" in table
     assert "| 8192x8192 | 16 | 17.30 | 17.29 | 17.85 Marlin sym | 0.970 | 0.969 | `16x128x64_w16x32x64_s4_k4s` |" in table
     assert "| 4096x11008 | 256 | 37.92 | 37.82 | 38.97 cuBLAS fp16 | 0.973 | 0.971 |" in table
     m4096 = [row for row in rows if "| 4096 |" in row]
@@ -64,6 +69,12 @@ def test_h200_grid_table_of_record():
     assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
     assert "in 56 of 60 cells in both variants, 56 with zero points" in table
     assert "| 4096x11008 | 256 | 37.14 | 37.03 | 37.26 cuBLAS fp16 | 0.997 | 0.994 |" in table
+    # The ping-pong cells (and their shapes' other M = 256 / 512 cells) after the x load loop change.
+    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
+                                             str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json"),
+                                             str(b / "2026-11-27-h200-row-block-loop-peers.json")])
+    assert "in 58 of 60 cells in both variants, 58 with zero points" in table
+    assert "| 11008x4096 | 512 | 62.14 | 62.23 | 64.37 cuBLAS fp16 | 0.965 | 0.967 |" in table
     assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
 
 
