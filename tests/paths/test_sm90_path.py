@@ -447,6 +447,21 @@ def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled):
     assert sm90_path._x_rows_zero_filled(64, M) == -M % 64  # 64-token tiles load their whole box
 
 
+@pytest.mark.parametrize("N", [4096, 8192])
+def test_sm90_ping_pong_first_where_k_is_short(N):
+    # K = 1024 (16 k-tiles): the 256 x 64 ping-pong tile at 129..256 rows, whatever its wave share (64 tiles, 0.48 of
+    # a wave, on 4096 columns) or x fill (48 rows at M = 144 / 208); not at 128 rows or 257, nor from 1152 (18).
+    ping_pong = "sm90_256x64x64_c1x1_pingpong_persistent"
+    for M in (129, 144, 176, 208, 240, 256):
+        assert pick(M, N, 1024).name == ping_pong, M
+    assert pick(128, N, 1024).name != ping_pong
+    assert pick(257, N, 1024).name != ping_pong
+    assert pick(144, 4096, 1152).name != ping_pong
+    # Without the ping-pong tile compiled, the other rules decide.
+    no_ping_pong = [c for c in SM90_FULL if c.schedule != "pingpong"]
+    assert pick(144, N, 1024, configs=no_ping_pong).schedule == "coop"
+
+
 def test_sm90_x_rows_zero_filled_by_128_token_tiles():
     # The rows past M in the box (under 64 past), or in the last 64-row block (64 or more past).
     assert [sm90_path._x_rows_zero_filled(128, m) for m in (100, 64, 40, 208)] == [28, 0, 24, 48]

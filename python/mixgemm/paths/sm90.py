@@ -172,6 +172,16 @@ _TOKEN_TILE_64_MAX_M = 192
 # 128 x 128 stream-K, the pick without it, was the fastest or within 4.5%; with 16 or 32 (M = 160, 176, 240) it was
 # the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
 _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
+# Where K has at most this many 64-deep k-tiles (K <= 1024), the 256 x 64 ping-pong tile goes first from 129 to 256
+# rows, whatever its share of a wave or its x fill: with so few k-steps a tile the per-tile costs (pipeline fill,
+# epilogue; stream-K's split and fixup for the cooperative choices) outweigh the k-loop, and one 256-row token tile
+# has the fewest tiles and no split. Sweeps after the x load loop change (docs/perf-notes/
+# 2026-11-27-sm90-x-row-block-loop-order.md), 1024x4096 and 1024x8192 at M = 144..240: the fastest config in 11 of
+# 12 cells on the H100 and H200, 1.027x at 1024x8192 M = 208 (H100), where the rules above took 1.05x-1.23x on
+# 1024x4096 (their 128 x 128 and 64 x 128 stream-K tiles, at 0.48-0.73 of a wave); on the sweeps before it,
+# 1.00x-1.05x.
+_SHORT_K_MAX_K_TILES = 16
+_SHORT_K_PINGPONG_MAX_M = 256
 # sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
 # in blocks of this many rows up to M; one with fewer loads its whole box.
 _X_ROW_BLOCK = 64
@@ -249,7 +259,9 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
 
 
 def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
-    """The config for M rows among ``configs``, or None when none tiles N. Walks M's bucket of :data:`_CHOICES`
+    """The config for M rows among ``configs``, or None when none tiles N. At 129..256 rows two rules go first: the
+    ping-pong tile where K is short (_short_k_ping_pong), then 64-token tiles sized to M (_token_tile_64_sized_to_m).
+    Else walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
     narrower ones, else the largest (single CTAs first). The ping-pong choice is skipped where its last x box
@@ -260,6 +272,9 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         return None
     by_shape = {(c.tile_m, c.tile_n, c.schedule, c.scheduler): c
                 for c in fitting if (c.cluster_m, c.cluster_n) == (1, 1)}
+    short_k = _short_k_ping_pong(by_shape, M, K)
+    if short_k is not None:
+        return short_k
     sized = _token_tile_64_sized_to_m(by_shape, M, N, K, sm_count)
     if sized is not None:
         return sized
@@ -286,6 +301,13 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     covering = [c for c in narrow if c.tile_m >= M]
     return min(covering, key=lambda c: (c.tile_m, c.scheduler != "streamk")) if covering else max(
         narrow, key=lambda c: (c.tile_m, c.tile_n))
+
+
+def _short_k_ping_pong(by_shape: dict, M: int, K: int) -> Sm90Config | None:
+    """The 256 x 64 ping-pong tile at 129..256 rows where K has at most _SHORT_K_MAX_K_TILES k-tiles, else None."""
+    if not 128 < M <= _SHORT_K_PINGPONG_MAX_M or K // TILE_K > _SHORT_K_MAX_K_TILES:
+        return None
+    return by_shape.get((256, 64, "pingpong", "persistent"))
 
 
 def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
