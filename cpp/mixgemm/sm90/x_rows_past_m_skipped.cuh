@@ -160,9 +160,10 @@ struct XRowsPastMSkipped : Base {
 
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
-      // The scales' row (one per group of k-tiles) is found before the wait for a free stage: the division by the
-      // runtime reload factor, placed between the wait and the copies as the stock load places it, delayed every
-      // stage's copies; moved here, a partial tile took 0.88x-0.98x the time (the note named above).
+      // The scales' row (one per group of k-tiles) is found before the wait for a free stage. Written after the
+      // wait, as the stock load's source has it, this loop's division by the runtime reload factor (I2F, MUFU.RCP,
+      // IMAD.HI) sat between the x copies and the scale copies and delayed each stage's last copy (ptxas moved the
+      // stock loop's beside the wait); moved here, a partial tile took 0.88x-0.98x the time (the note named above).
       const int scale_k = *k_tile_iter / params.reload_factor;
       pipeline.producer_acquire(smem_pipe_write);
       auto* tma_barrier = pipeline.producer_get_barrier(smem_pipe_write);
