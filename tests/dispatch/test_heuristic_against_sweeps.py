@@ -46,7 +46,7 @@ TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
 MISSES = {
     # K = 1024 (16 k-tiles): the short-K rule's ping-pong tile, timed before the x load loop change made it 0.97x-0.98x
-    # (whole tiles) and 0.88x-0.98x (partial ones) faster; on the sweeps after it (...-row-block-loop-short-k.json,
+    # (whole tiles) and 0.88x-0.90x (partial ones) faster; on the sweeps after it (...-row-block-loop-short-k.json,
     # ...-row-block-loop-misses.json) it is the fastest config or 1.027x.
     ("2026-11-27-h100-sweep-m160-192-x-rows-past-m-skipped.json", 1024, 4096, 192): 1.050,
     ("2026-11-27-h200-sweep-m144-240.json", 1024, 4096, 176): 1.037,
