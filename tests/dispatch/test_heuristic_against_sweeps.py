@@ -22,25 +22,28 @@ from mixgemm.paths import PATHS, GemmProblem, Gpu
 from hand_registry import set_configs
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+# The GPUs the sweeps ran on (name, SMs, compute capability, read bandwidth in B/s).
+H100 = Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12)
+H200 = Gpu("NVIDIA H200", 132, (9, 0), 4.8e12)
 # The sweeps of the kernels as they are now (from main 2e95d1c on: the 128 x 128 tiles convert two k-blocks ahead),
 # each with the GPU it ran on. Older sweeps timed kernels since changed.
 SWEEPS = {
-    "2026-11-27-h100-sweep-tall-split-cells.json": Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12),
-    "2026-11-27-h100-sweep-fill-rule-check.json": Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12),
-    "2026-11-27-h200-sweep-two-ahead.json": Gpu("NVIDIA H200", 132, (9, 0), 4.8e12),
+    "2026-11-27-h100-sweep-tall-split-cells.json": H100,
+    "2026-11-27-h100-sweep-fill-rule-check.json": H100,
+    "2026-11-27-h200-sweep-two-ahead.json": H200,
     # M = 160 / 192 since a token tile loads x only up to M (sm90/x_rows_past_m_skipped.cuh); the older sweeps'
     # cells with a tile 64 or more rows past M (4096x5120 M = 160, 8192x1280 M = 192) timed the full-box load.
-    "2026-11-27-h100-sweep-m160-192-x-rows-past-m-skipped.json": Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12),
-    "2026-11-27-h100-sweep-m144-240.json": Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12),
-    "2026-11-27-h200-sweep-m144-240.json": Gpu("NVIDIA H200", 132, (9, 0), 4.8e12),
+    "2026-11-27-h100-sweep-m160-192-x-rows-past-m-skipped.json": H100,
+    "2026-11-27-h100-sweep-m144-240.json": H100,
+    "2026-11-27-h200-sweep-m144-240.json": H200,
     # Since x's row-block load finds the scale row before the wait and the ping-pong tile's whole tiles take the same
     # loop (docs/perf-notes/2026-11-27-sm90-x-row-block-loop-order.md). The sweeps above timed those two cases
     # slower than they run now (partial tiles 0.88x-0.98x, ping-pong whole tiles 0.97x-0.98x in the A/B); the
     # 8192x8192 misses they list at M = 144 / 176 are within 1% here.
-    "2026-11-27-h200-sweep-row-block-loop.json": Gpu("NVIDIA H200", 132, (9, 0), 4.8e12),
-    "2026-11-27-h100-sweep-row-block-loop.json": Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12),
-    "2026-11-27-h200-sweep-row-block-loop-misses.json": Gpu("NVIDIA H200", 132, (9, 0), 4.8e12),
-    "2026-11-27-h100-sweep-row-block-loop-short-k.json": Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12),
+    "2026-11-27-h200-sweep-row-block-loop.json": H200,
+    "2026-11-27-h100-sweep-row-block-loop.json": H100,
+    "2026-11-27-h200-sweep-row-block-loop-misses.json": H200,
+    "2026-11-27-h100-sweep-row-block-loop-short-k.json": H100,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
