@@ -44,6 +44,10 @@ SWEEPS = {
     "2026-11-27-h100-sweep-row-block-loop.json": H100,
     "2026-11-27-h200-sweep-row-block-loop-misses.json": H200,
     "2026-11-27-h100-sweep-row-block-loop-short-k.json": H100,
+    # M = 257..512 (and 2048-deep K at M = 144..240), where three 128-token tiles or two 256-token ones cover M
+    # (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md); the H100's sweep ran the rules made from the H200's.
+    "2026-11-27-h200-sweep-m257-512.json": H200,
+    "2026-11-27-h100-sweep-m257-512-rules.json": H100,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -69,6 +73,31 @@ MISSES = {
     ("2026-11-27-h100-sweep-m144-240.json", 8192, 8192, 144): 1.045,
     ("2026-11-27-h200-sweep-m144-240.json", 8192, 8192, 144): 1.049,
     ("2026-11-27-h200-sweep-m144-240.json", 8192, 8192, 176): 1.032,
+    # M = 257..512 (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md). 2048x4096: 128 x 128 (96 tiles, 0.73 of a wave)
+    # where the ping-pong tile (128 tiles) was fastest, skipped for its last x block's 47 zero-filled rows.
+    ("2026-11-27-h200-sweep-m257-512.json", 2048, 4096, 273): 1.052,
+    ("2026-11-27-h200-sweep-m257-512.json", 2048, 4096, 337): 1.034,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 2048, 4096, 273): 1.035,
+    # 4096x2560: the tall split (40 tiles of 256 x 128 split 3, 21 k-tiles a split) where ping-pong was fastest.
+    ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 385): 1.051,
+    ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 433): 1.059,
+    ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 465): 1.051,
+    ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 497): 1.086,
+    # 8192x1280 above 1024 rows: 128 x 128 where ping-pong (zero-filling 63 / 39 rows) was fastest; 4096x4096 M = 305
+    # the other way round.
+    ("2026-11-27-h200-sweep-m257-512.json", 8192, 1280, 1025): 1.049,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 1280, 1113): 1.068,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 4096, 4096, 305): 1.034,
+    # 8192x3584: 128 x 256 or 128 x 128 split 3 fastest (84 tiles of 128 x 128 split into 1.9 waves, a split split_for
+    # never takes); 11008x4096: 128 x 256 stream-K fastest (48 tiles), not a choice above 128 rows.
+    ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 273): 1.153,
+    ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 337): 1.139,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 3584, 273): 1.132,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 3584, 305): 1.113,
+    ("2026-11-27-h200-sweep-m257-512.json", 11008, 4096, 257): 1.042,
+    ("2026-11-27-h200-sweep-m257-512.json", 11008, 4096, 337): 1.030,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 11008, 4096, 257): 1.038,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 11008, 4096, 289): 1.066,
 }
 KEY = KernelKey("fp16", 4, "sm90", "scale_offset")  # the sweeps' weights: AWQ zero points, fp16, on the sm90 layout
 
@@ -109,5 +138,5 @@ def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config,
 
 def test_every_sweep_of_record_is_read():
     cells = list(_cells())
-    assert len(cells) == 18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8
+    assert len(cells) == 18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few

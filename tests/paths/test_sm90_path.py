@@ -450,13 +450,17 @@ def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled):
 @pytest.mark.parametrize("N", [4096, 8192])
 def test_sm90_ping_pong_first_where_k_is_short(N):
     # K = 1024 (16 k-tiles): the 256 x 64 ping-pong tile at 129..256 rows, whatever its wave share (64 tiles, 0.48 of
-    # a wave, on 4096 columns) or x fill (48 rows at M = 144 / 208); not at 128 rows or 257, nor from 1152 (18).
+    # a wave, on 4096 columns) or x fill (48 rows at M = 144 / 208); not at 128 rows, nor from 1152 (18).
     ping_pong = "sm90_256x64x64_c1x1_pingpong_persistent"
     for M in (129, 144, 176, 208, 240, 256):
         assert pick(M, N, 1024).name == ping_pong, M
     assert pick(128, N, 1024).name != ping_pong
-    assert pick(257, N, 1024).name != ping_pong
     assert pick(144, 4096, 1152).name != ping_pong
+    # 257..512 rows only where its tiles fit one wave: 128 on 4096 columns (with 63 rows zero-filled at 257), 256 on
+    # 8192; never past 512.
+    for M in (257, 321, 449, 512):
+        assert (pick(M, N, 1024).name == ping_pong) == (N == 4096), M
+    assert pick(513, N, 1024).name != ping_pong
     # Without the ping-pong tile compiled, the other rules decide.
     no_ping_pong = [c for c in SM90_FULL if c.schedule != "pingpong"]
     assert pick(144, N, 1024, configs=no_ping_pong).schedule == "coop"
@@ -497,6 +501,22 @@ def test_sm90_64_token_tiles_sized_to_m(M):
 ])
 def test_sm90_tall_split_not_where_another_choice_fills(M, N, K, name):
     assert pick(M, N, K).name == name
+
+
+def test_sm90_64_token_tiles_above_128_rows_fill_at_most_one_wave():
+    # 4096 x 4096 at M = 257: 160 tiles of 64 x 128 (1.21 waves) would fill the GPU where 96 of 128 x 128 (0.73)
+    # cannot, but over one wave they are just more tiles: 128 x 128 stream-K.
+    assert pick(257, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk"
+    # 8192 x 1280 at M = 256: 40 tiles split 3 fill 0.91 of one wave (test below).
+    assert pick(256, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
+
+
+def test_sm90_ping_pong_not_where_128_x_128_fills_and_it_idles():
+    # 8192 x 2560 at M = 289 (the ping-pong tile's last x block zero-fills 31 rows): 80 ping-pong tiles fill 0.61 of a
+    # wave, one tile a CTA, where 60 tiles of 128 x 128 split 2 fill 0.91.
+    assert pick(289, 2560, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
+    # 4096 x 4096 at M = 289: 96 tiles of 128 x 128 (unsplit: over half a wave) fill 0.73; ping-pong stays.
+    assert pick(289, 4096, 4096).name == "sm90_256x64x64_c1x1_pingpong_persistent"
 
 
 def test_sm90_short_split_where_128_rows_idle():

@@ -69,9 +69,10 @@ _NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+
 # tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile and at M = 65..128
 # on small weights with two 64-row tiles (below); above, 256 x 128 cooperative tiles won where they fill the GPU,
 # the same tile split by stream-K where only that split fills it (below), 256 x 64 ping-pong tiles where they
-# make half a wave, then 64 x 128 stream-K where it fills the GPU and 128 x 128 cannot (below), else 128 x 128
-# stream-K (split by split_for). A ping-pong CTA with one tile keeps one of its two math warpgroups busy, so
-# narrow ping-pong tiles only pay with two tiles or more per SM.
+# make half a wave (and 128 x 128 does not fill the GPU where they leave a quarter idle, below), then 64 x 128
+# stream-K where it fills the GPU within one wave and 128 x 128 cannot (below), else 128 x 128 stream-K (split by
+# split_for). A ping-pong CTA with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only
+# pay with two tiles or more per SM.
 _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
@@ -108,7 +109,17 @@ _SPLIT_MIN_FILL = 0.9
 # it loses: 128 ping-pong tiles (4096x4096, 11008x4096 M = 512) took 0.86x / 0.97x the split's time, 128 x 128 split
 # 2 (4096x4096 M = 256, 64 tiles) 0.73x. Likewise at the narrow end: on 8192x1280 at M = 256, 20 tiles of 128 x 128
 # split 4 fill 0.61 of a wave and 40 of 64 x 128 split 3 fill 0.91; the latter took 0.93x the time (same sweep;
-# unsplit 0.97x-0.98x in 2026-11-26's, which had no split 3).
+# unsplit 0.97x-0.98x in 2026-11-26's, which had no split 3). The 64 x 128 tile fills only up to one wave: beyond,
+# its extra token tiles are just more work. At M = 257..337 (five or six 64-token tiles, 140-192 tiles of 64 x 128,
+# 1.06-1.45 waves) they took 1.20x-1.66x the fastest config on four 4096-column shapes and 1.16x / 1.36x on 8192x3584,
+# and at M = 1025 / 1089 on 8192x1280 1.24x / 1.34x; 128 x 128 stream-K, the pick without them, took 1.00x-1.07x
+# (1.14x-1.15x on 8192x3584, where 128 x 256 split 3 was fastest) (H200 sweep; on the H100 1.007x-1.068x, 1.13x on
+# 8192x3584; docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md).
+# A ping-pong CTA with one tile keeps one of its two math warpgroups busy: where the 256 x 64 tiles fill less than
+# _IDLE_FILL of a wave and 128 x 128 stream-K at its split fills _SPLIT_MIN_FILL, the latter goes first. On 8192x2560
+# at M = 289 / 353 (80 ping-pong tiles, 0.61 of a wave; 60 of 128 x 128 split 2, 0.91) the ping-pong tile took 1.49x
+# / 1.53x the split's time (the same H200 sweep); on the H100 the split was the fastest config there and, out of
+# sample, on 4096x2560 at M = 289 / 353 and 8192x2560 at M = 321 / 377 (ping-pong 1.28x or more).
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
@@ -173,15 +184,18 @@ _TOKEN_TILE_64_MAX_M = 192
 # the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
 _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
 # Where K has at most this many 64-deep k-tiles (K <= 1024), the 256 x 64 ping-pong tile goes first from 129 to 256
-# rows, whatever its share of a wave or its x fill: with so few k-steps a tile the per-tile costs (pipeline fill,
-# epilogue; stream-K's split and fixup for the cooperative choices) outweigh the k-loop, and one 256-row token tile
-# has the fewest tiles and no split. Sweeps after the x load loop change (docs/perf-notes/
-# 2026-11-27-sm90-x-row-block-loop-order.md), 1024x4096 and 1024x8192 at M = 144..240: the fastest config in 11 of
-# 12 cells on the H100 and H200, 1.027x at 1024x8192 M = 208 (H100), where the rules above took 1.05x-1.23x on
-# 1024x4096 (their 128 x 128 and 64 x 128 stream-K tiles, at 0.48-0.73 of a wave); on the sweeps before it,
-# 1.00x-1.05x.
+# rows, whatever its share of a wave or its x fill, and from 257 to 512 rows where its tiles fit one wave: with so few
+# k-steps a tile the per-tile costs (pipeline fill, epilogue; stream-K's split and fixup for the cooperative choices)
+# outweigh the k-loop, and 256-row token tiles have the fewest tiles and no split. Sweeps after the x load loop
+# change (docs/perf-notes/2026-11-27-sm90-x-row-block-loop-order.md), 1024x4096 and 1024x8192 at M = 144..240: the
+# fastest config in 11 of 12 cells on the H100 and H200, 1.027x at 1024x8192 M = 208 (H100), where the rules above
+# took 1.05x-1.23x on 1024x4096 (their 128 x 128 and 64 x 128 stream-K tiles, at 0.48-0.73 of a wave); on the
+# sweeps before it, 1.00x-1.05x. At 257..512 rows (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md) it was the
+# fastest config on 1024x4096 at M = 257, 321, 385 and 449 on the H200 (128 tiles; the next best 1.05x-1.08x) and
+# at 257, 289 and 481 on the H100 (0.999x-1.005x); on 1024x8192 (256 tiles, two waves) the 256 x 128 persistent tile
+# was the fastest and ping-pong 1.01x-1.18x (H200).
 _SHORT_K_MAX_K_TILES = 16
-_SHORT_K_PINGPONG_MAX_M = 256
+_SHORT_K_PINGPONG_MAX_M = 512
 # sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
 # in blocks of this many rows up to M; one with fewer loads its whole box.
 _X_ROW_BLOCK = 64
@@ -242,8 +256,9 @@ def _x_rows_zero_filled(tile_m: int, M: int) -> int:
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
-    k-tiles); above, 256 x 128 stream-K where only it fills the GPU and 64 x 128 where it fills the GPU and
-    128 x 128 cannot; the other choices always."""
+    k-tiles); above, 256 x 128 stream-K where only it fills the GPU, 64 x 128 where it fills the GPU (at most one
+    wave) and 128 x 128 cannot, and the 256 x 64 ping-pong tile unless 128 x 128 fills the GPU where it cannot;
+    the other choices always."""
     if tile_n == _WIDE_TILE_N:
         return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
                 or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
@@ -254,12 +269,15 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
         return _fills_where_the_others_idle((256, 128), ((256, 64, "persistent"), (128, 128, "streamk")), M, N, K,
                                             sm_count)
     if (tile_m, tile_n) == (64, 128) and M > 128:
-        return _fills_where_the_others_idle((64, 128), ((128, 128, "streamk"),), M, N, K, sm_count)
+        return (_fills_where_the_others_idle((64, 128), ((128, 128, "streamk"),), M, N, K, sm_count)
+                and _fill(64, 128, "streamk", M, N, K, sm_count) <= 1)
+    if (tile_m, tile_n, scheduler) == (256, 64, "persistent"):
+        return not _fills_where_the_others_idle((128, 128), ((256, 64, "persistent"),), M, N, K, sm_count)
     return True
 
 
 def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
-    """The config for M rows among ``configs``, or None when none tiles N. At 129..256 rows two rules go first: the
+    """The config for M rows among ``configs``, or None when none tiles N. Above 128 rows two rules go first: the
     ping-pong tile where K is short (_short_k_ping_pong), then 64-token tiles sized to M (_token_tile_64_sized_to_m).
     Else walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
@@ -272,7 +290,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         return None
     by_shape = {(c.tile_m, c.tile_n, c.schedule, c.scheduler): c
                 for c in fitting if (c.cluster_m, c.cluster_n) == (1, 1)}
-    short_k = _short_k_ping_pong(by_shape, M, K)
+    short_k = _short_k_ping_pong(by_shape, M, N, K, sm_count)
     if short_k is not None:
         return short_k
     sized = _token_tile_64_sized_to_m(by_shape, M, N, K, sm_count)
@@ -303,9 +321,11 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         narrow, key=lambda c: (c.tile_m, c.tile_n))
 
 
-def _short_k_ping_pong(by_shape: dict, M: int, K: int) -> Sm90Config | None:
-    """The 256 x 64 ping-pong tile at 129..256 rows where K has at most _SHORT_K_MAX_K_TILES k-tiles, else None."""
-    if not 128 < M <= _SHORT_K_PINGPONG_MAX_M or K // TILE_K > _SHORT_K_MAX_K_TILES:
+def _short_k_ping_pong(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
+    """The 256 x 64 ping-pong tile at 129..512 rows where K has at most _SHORT_K_MAX_K_TILES k-tiles (above 256 rows
+    only where its tiles fit one wave), else None."""
+    if (not 128 < M <= _SHORT_K_PINGPONG_MAX_M or K // TILE_K > _SHORT_K_MAX_K_TILES
+            or (M > 256 and _tiles(256, 64, M, N) > sm_count)):
         return None
     return by_shape.get((256, 64, "pingpong", "persistent"))
 
