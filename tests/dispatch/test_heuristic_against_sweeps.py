@@ -48,6 +48,10 @@ SWEEPS = {
     # (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md); the H100's sweep ran the rules made from the H200's.
     "2026-11-27-h200-sweep-m257-512.json": H200,
     "2026-11-27-h100-sweep-m257-512-rules.json": H100,
+    # Long K at M = 289..449 (the rules of f08ede4), then the three-token-tile rule's out-of-sample cells.
+    "2026-11-27-h200-sweep-m289-385-long-k.json": H200,
+    "2026-11-27-h200-sweep-three-token-tiles.json": H200,
+    "2026-11-27-h100-sweep-three-token-tiles.json": H100,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -83,13 +87,12 @@ MISSES = {
     ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 433): 1.059,
     ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 465): 1.051,
     ("2026-11-27-h200-sweep-m257-512.json", 4096, 2560, 497): 1.086,
-    # 8192x1280 above 1024 rows: 128 x 128 where ping-pong (zero-filling 63 / 39 rows) was fastest; 4096x4096 M = 305
-    # the other way round.
+    # 8192x1280 above 1024 rows: 128 x 128 where ping-pong (zero-filling 63 / 39 rows) was fastest.
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 1280, 1025): 1.049,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 1280, 1113): 1.068,
-    ("2026-11-27-h100-sweep-m257-512-rules.json", 4096, 4096, 305): 1.034,
     # 8192x3584: 128 x 256 or 128 x 128 split 3 fastest (84 tiles of 128 x 128 split into 1.9 waves, a split split_for
-    # never takes); 11008x4096: 128 x 256 stream-K fastest (48 tiles), not a choice above 128 rows.
+    # never takes); 11008x4096, 4096x11008, 8192x14336: 128 x 256 stream-K fastest, not a choice above 128 rows (the
+    # three-token-tile rule's 128 x 128 stream-K 1.03x-1.14x).
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 273): 1.153,
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 337): 1.139,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 3584, 273): 1.132,
@@ -97,7 +100,15 @@ MISSES = {
     ("2026-11-27-h200-sweep-m257-512.json", 11008, 4096, 257): 1.042,
     ("2026-11-27-h200-sweep-m257-512.json", 11008, 4096, 337): 1.030,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 11008, 4096, 257): 1.038,
-    ("2026-11-27-h100-sweep-m257-512-rules.json", 11008, 4096, 289): 1.066,
+    ("2026-11-27-h100-sweep-m257-512-rules.json", 11008, 4096, 289): 1.030,
+    ("2026-11-27-h200-sweep-three-token-tiles.json", 11008, 4096, 353): 1.061,
+    ("2026-11-27-h200-sweep-m289-385-long-k.json", 4096, 11008, 289): 1.053,
+    ("2026-11-27-h200-sweep-m289-385-long-k.json", 4096, 11008, 321): 1.057,
+    ("2026-11-27-h200-sweep-m289-385-long-k.json", 4096, 11008, 353): 1.045,
+    ("2026-11-27-h200-sweep-three-token-tiles.json", 4096, 11008, 377): 1.056,
+    ("2026-11-27-h200-sweep-m289-385-long-k.json", 8192, 14336, 289): 1.135,
+    ("2026-11-27-h100-sweep-three-token-tiles.json", 4096, 11008, 305): 1.058,
+    ("2026-11-27-h100-sweep-three-token-tiles.json", 8192, 14336, 353): 1.108,
 }
 KEY = KernelKey("fp16", 4, "sm90", "scale_offset")  # the sweeps' weights: AWQ zero points, fp16, on the sm90 layout
 
@@ -138,5 +149,5 @@ def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config,
 
 def test_every_sweep_of_record_is_read():
     cells = list(_cells())
-    assert len(cells) == 18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18
+    assert len(cells) == 18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18 + 17 + 7 + 6
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few

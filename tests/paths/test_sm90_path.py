@@ -494,7 +494,7 @@ def test_sm90_64_token_tiles_sized_to_m(M):
 
 @pytest.mark.parametrize("M, N, K, name", [
     (512, 4096, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),   # 128 ping-pong tiles fill the GPU
-    (384, 4096, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),   # the same 128 (256 x 128 split 2 would fill it)
+    (384, 4096, 2048, "sm90_256x64x64_c1x1_pingpong_persistent"),   # the same 128 (256 x 128 split 2 would fill it)
     (256, 4096, 4096, "sm90_128x128x64_c1x1_coop_streamk_k2s"),     # 64 tiles of 128 x 128 split 2 fill it
     (512, 1280, 8192, "sm90_128x128x64_c1x1_coop_streamk_k3s"),     # 20 tiles of 256 x 128 split 4: 0.61
     (512, 2560, 2048, "sm90_256x64x64_c1x1_pingpong_persistent"),   # 32 k-tiles: split 2 at most (0.61)
@@ -511,12 +511,19 @@ def test_sm90_64_token_tiles_above_128_rows_fill_at_most_one_wave():
     assert pick(256, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
 
 
-def test_sm90_ping_pong_not_where_128_x_128_fills_and_it_idles():
-    # 8192 x 2560 at M = 289 (the ping-pong tile's last x block zero-fills 31 rows): 80 ping-pong tiles fill 0.61 of a
-    # wave, one tile a CTA, where 60 tiles of 128 x 128 split 2 fill 0.91.
+def test_sm90_three_token_tiles_first_at_257_to_384_rows_where_k_is_long():
+    # 8192 x 8192 (128 k-tiles): three 128-token tiles compute 384 rows where two 256-token ones compute 512, so
+    # 128 x 128 stream-K goes before the 256 x 128 persistent tile (128 tiles, one wave) from 257 to 384 rows.
+    for M in (257, 289, 384):
+        assert pick(M, 8192, 8192).name == "sm90_128x128x64_c1x1_coop_streamk", M
+    assert pick(385, 8192, 8192).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # Split by split_for: 8192 x 2560 at M = 289, 60 tiles split 2 (where 80 ping-pong tiles came before).
     assert pick(289, 2560, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
-    # 4096 x 4096 at M = 289: 96 tiles of 128 x 128 (unsplit: over half a wave) fill 0.73; ping-pong stays.
-    assert pick(289, 4096, 4096).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # K = 2048 (32 k-tiles): the per-tile costs weigh more; the bucket's 256 x 128 persistent tile stays.
+    assert pick(289, 8192, 2048).name == "sm90_256x128x64_c1x1_coop_persistent"
+    # Without 128 x 128 stream-K compiled, the other rules decide.
+    no_128 = [c for c in SM90_FULL if (c.tile_m, c.tile_n, c.scheduler) != (128, 128, "streamk")]
+    assert pick(289, 8192, 8192, configs=no_128).tile_m == 256
 
 
 def test_sm90_short_split_where_128_rows_idle():

@@ -69,10 +69,9 @@ _NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+
 # tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile and at M = 65..128
 # on small weights with two 64-row tiles (below); above, 256 x 128 cooperative tiles won where they fill the GPU,
 # the same tile split by stream-K where only that split fills it (below), 256 x 64 ping-pong tiles where they
-# make half a wave (and 128 x 128 does not fill the GPU where they leave a quarter idle, below), then 64 x 128
-# stream-K where it fills the GPU within one wave and 128 x 128 cannot (below), else 128 x 128 stream-K (split by
-# split_for). A ping-pong CTA with one tile keeps one of its two math warpgroups busy, so narrow ping-pong tiles only
-# pay with two tiles or more per SM.
+# make half a wave, then 64 x 128 stream-K where it fills the GPU within one wave and 128 x 128 cannot (below), else
+# 128 x 128 stream-K (split by split_for). A ping-pong CTA with one tile keeps one of its two math warpgroups busy,
+# so narrow ping-pong tiles only pay with two tiles or more per SM.
 _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
@@ -115,11 +114,6 @@ _SPLIT_MIN_FILL = 0.9
 # and at M = 1025 / 1089 on 8192x1280 1.24x / 1.34x; 128 x 128 stream-K, the pick without them, took 1.00x-1.07x
 # (1.14x-1.15x on 8192x3584, where 128 x 256 split 3 was fastest) (H200 sweep; on the H100 1.007x-1.068x, 1.13x on
 # 8192x3584; docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md).
-# A ping-pong CTA with one tile keeps one of its two math warpgroups busy: where the 256 x 64 tiles fill less than
-# _IDLE_FILL of a wave and 128 x 128 stream-K at its split fills _SPLIT_MIN_FILL, the latter goes first. On 8192x2560
-# at M = 289 / 353 (80 ping-pong tiles, 0.61 of a wave; 60 of 128 x 128 split 2, 0.91) the ping-pong tile took 1.49x
-# / 1.53x the split's time (the same H200 sweep); on the H100 the split was the fastest config there and, out of
-# sample, on 4096x2560 at M = 289 / 353 and 8192x2560 at M = 321 / 377 (ping-pong 1.28x or more).
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
@@ -196,6 +190,20 @@ _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
 # was the fastest and ping-pong 1.01x-1.18x (H200).
 _SHORT_K_MAX_K_TILES = 16
 _SHORT_K_PINGPONG_MAX_M = 512
+# From 257 to 384 rows, where K has more than this many k-tiles, 128 x 128 stream-K (split by split_for) goes first:
+# three 128-token tiles compute 384 rows where two 256-token tiles compute 512, and with a long k-loop a tile the rows
+# are the work. H200 sweeps at M = 289..353 (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md): the 256-token picks
+# before it (256 x 128 persistent or stream-K) took 1.07x-1.39x the fastest config on six shapes from 3584x8192 to
+# 8192x28672, where 128 x 128 stream-K was the fastest on four, 1.04x-1.06x on 4096x11008 and 1.14x on 8192x14336
+# (128 x 256 fastest); the 256 x 64 ping-pong tile, at 80 tiles (0.61 of a wave, one tile a CTA: one of its two math
+# warpgroups idle), took 1.49x / 1.53x the time of 128 x 128 split 2 on 8192x2560 at M = 289 / 353 and 1.31x on
+# 4096x2560 (H100). Out of sample, the rule's pick was the fastest config or within 1.4% on nine of 13 cells (seven
+# shapes on the H200, six on the H100, M = 289..377) and 1.06x-1.11x on the other four (4096x11008, 11008x4096 and
+# 8192x14336, 128 x 256 fastest), where the picks before took 1.09x-1.44x. At 32 k-tiles and fewer the per-tile
+# costs weigh more and 256-row tiles have half as many tiles: on 1024x8192 and 2048x8192 at M = 273 / 337 the
+# 256 x 128 persistent tile was the fastest and 128 x 128 took 1.03x-1.25x.
+_THREE_TOKEN_TILES_MIN_K_TILES = 32
+_THREE_TOKEN_TILES_MAX_M = 384
 # sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
 # in blocks of this many rows up to M; one with fewer loads its whole box.
 _X_ROW_BLOCK = 64
@@ -256,9 +264,8 @@ def _x_rows_zero_filled(tile_m: int, M: int) -> int:
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
-    k-tiles); above, 256 x 128 stream-K where only it fills the GPU, 64 x 128 where it fills the GPU (at most one
-    wave) and 128 x 128 cannot, and the 256 x 64 ping-pong tile unless 128 x 128 fills the GPU where it cannot;
-    the other choices always."""
+    k-tiles); above, 256 x 128 stream-K where only it fills the GPU and 64 x 128 where it fills the GPU (within one
+    wave) and 128 x 128 cannot; the other choices always."""
     if tile_n == _WIDE_TILE_N:
         return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
                 or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
@@ -271,14 +278,13 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     if (tile_m, tile_n) == (64, 128) and M > 128:
         return (_fills_where_the_others_idle((64, 128), ((128, 128, "streamk"),), M, N, K, sm_count)
                 and _fill(64, 128, "streamk", M, N, K, sm_count) <= 1)
-    if (tile_m, tile_n, scheduler) == (256, 64, "persistent"):
-        return not _fills_where_the_others_idle((128, 128), ((256, 64, "persistent"),), M, N, K, sm_count)
     return True
 
 
 def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
-    """The config for M rows among ``configs``, or None when none tiles N. Above 128 rows two rules go first: the
-    ping-pong tile where K is short (_short_k_ping_pong), then 64-token tiles sized to M (_token_tile_64_sized_to_m).
+    """The config for M rows among ``configs``, or None when none tiles N. Above 128 rows three rules go first: the
+    ping-pong tile where K is short (_short_k_ping_pong), 64-token tiles sized to M (_token_tile_64_sized_to_m), and
+    at 257..384 rows with a long K three 128-token tiles (_THREE_TOKEN_TILES_MIN_K_TILES).
     Else walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
@@ -296,6 +302,10 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     sized = _token_tile_64_sized_to_m(by_shape, M, N, K, sm_count)
     if sized is not None:
         return sized
+    if 256 < M <= _THREE_TOKEN_TILES_MAX_M and K // TILE_K > _THREE_TOKEN_TILES_MIN_K_TILES:
+        three = by_shape.get((128, 128, "coop", "streamk"))
+        if three is not None:
+            return three
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
