@@ -90,9 +90,9 @@ MISSES = {
     # 8192x1280 above 1024 rows: 128 x 128 where ping-pong (zero-filling 63 / 39 rows) was fastest.
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 1280, 1025): 1.049,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 1280, 1113): 1.068,
-    # 8192x3584: 128 x 256 or 128 x 128 split 3 fastest (84 tiles of 128 x 128 split into 1.9 waves, a split split_for
+    # 8192x3584: 128 x 256 split 3 fastest, 128 x 128 split 3 next (84 tiles split into 1.9 waves, a split split_for
     # never takes); 11008x4096, 4096x11008, 8192x14336: 128 x 256 stream-K fastest, not a choice above 128 rows (the
-    # three-token-tile rule's 128 x 128 stream-K 1.03x-1.14x).
+    # three-token-tile rule's 128 x 128 stream-K 1.03x-1.13x).
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 273): 1.153,
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 337): 1.139,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 3584, 273): 1.132,

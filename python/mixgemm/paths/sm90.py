@@ -187,21 +187,21 @@ _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
 # sweeps before it, 1.00x-1.05x. At 257..512 rows (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md) it was the
 # fastest config on 1024x4096 at M = 257, 321, 385 and 449 on the H200 (128 tiles; the next best 1.05x-1.08x) and
 # at 257, 289 and 481 on the H100 (0.999x-1.005x); on 1024x8192 (256 tiles, two waves) the 256 x 128 persistent tile
-# was the fastest and ping-pong 1.01x-1.18x (H200).
+# was the fastest and ping-pong 1.01x-1.17x (H200).
 _SHORT_K_MAX_K_TILES = 16
 _SHORT_K_PINGPONG_MAX_M = 512
 # From 257 to 384 rows, where K has more than this many k-tiles, 128 x 128 stream-K (split by split_for) goes first:
 # three 128-token tiles compute 384 rows where two 256-token tiles compute 512, and with a long k-loop a tile the rows
 # are the work. H200 sweeps at M = 289..353 (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md): the 256-token picks
 # before it (256 x 128 persistent or stream-K) took 1.07x-1.39x the fastest config on six shapes from 3584x8192 to
-# 8192x28672, where 128 x 128 stream-K was the fastest on four, 1.04x-1.06x on 4096x11008 and 1.14x on 8192x14336
+# 8192x28672, where 128 x 128 stream-K was the fastest on four, 1.04x-1.06x on 4096x11008 and 1.13x on 8192x14336
 # (128 x 256 fastest); the 256 x 64 ping-pong tile, at 80 tiles (0.61 of a wave, one tile a CTA: one of its two math
 # warpgroups idle), took 1.49x / 1.53x the time of 128 x 128 split 2 on 8192x2560 at M = 289 / 353 and 1.31x on
 # 4096x2560 (H100). Out of sample, the rule's pick was the fastest config or within 1.4% on nine of 13 cells (seven
 # shapes on the H200, six on the H100, M = 289..377) and 1.06x-1.11x on the other four (4096x11008, 11008x4096 and
 # 8192x14336, 128 x 256 fastest), where the picks before took 1.09x-1.44x. At 32 k-tiles and fewer the per-tile
 # costs weigh more and 256-row tiles have half as many tiles: on 1024x8192 and 2048x8192 at M = 273 / 337 the
-# 256 x 128 persistent tile was the fastest and 128 x 128 took 1.03x-1.25x.
+# 256 x 128 tile (persistent, or its multicast pair on 2048x8192) was the fastest and 128 x 128 took 1.03x-1.25x.
 _THREE_TOKEN_TILES_MIN_K_TILES = 32
 _THREE_TOKEN_TILES_MAX_M = 384
 # sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
