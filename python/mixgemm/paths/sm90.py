@@ -284,7 +284,7 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
 def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
     """The config for M rows among ``configs``, or None when none tiles N. Above 128 rows three rules go first: the
     ping-pong tile where K is short (_short_k_ping_pong), 64-token tiles sized to M (_token_tile_64_sized_to_m), and
-    at 257..384 rows with a long K three 128-token tiles (_THREE_TOKEN_TILES_MIN_K_TILES).
+    at 257..384 rows with a long K three 128-token tiles (_three_token_tiles).
     Else walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
@@ -302,10 +302,9 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     sized = _token_tile_64_sized_to_m(by_shape, M, N, K, sm_count)
     if sized is not None:
         return sized
-    if 256 < M <= _THREE_TOKEN_TILES_MAX_M and K // TILE_K > _THREE_TOKEN_TILES_MIN_K_TILES:
-        three = by_shape.get((128, 128, "coop", "streamk"))
-        if three is not None:
-            return three
+    three = _three_token_tiles(by_shape, M, K)
+    if three is not None:
+        return three
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
@@ -352,6 +351,13 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
         if _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1:
             return config
     return None
+
+
+def _three_token_tiles(by_shape: dict, M: int, K: int) -> Sm90Config | None:
+    """128 x 128 stream-K at 257..384 rows where K has more than _THREE_TOKEN_TILES_MIN_K_TILES k-tiles, else None."""
+    if not 256 < M <= _THREE_TOKEN_TILES_MAX_M or K // TILE_K <= _THREE_TOKEN_TILES_MIN_K_TILES:
+        return None
+    return by_shape.get((128, 128, "coop", "streamk"))
 
 
 def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: int, K: int) -> Sm90Config:
