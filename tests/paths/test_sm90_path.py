@@ -526,6 +526,46 @@ def test_sm90_three_token_tiles_first_at_257_to_384_rows_where_k_is_long():
     assert pick(289, 8192, 8192, configs=no_128).tile_m == 256
 
 
+def test_sm90_wide_three_token_tiles_past_one_wave_where_their_slots_cost_less():
+    # One 128 x 256 tile costs 1.9 128 x 128 ones; what counts is the SM slots CUTLASS's stream-K scheduler gives each.
+    wide, narrow = "sm90_128x256x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk"
+    # 4096 x 11008 at M = 289: 258 128 x 128 tiles run data-parallel in two waves (264 slots), 129 wide ones in one.
+    assert pick(289, 11008, 4096).name == wide
+    # 8192 x 14336: 336 tiles in three waves (396 slots) against 168 wide ones spread by stream-K (1.9 x 168 = 319).
+    assert pick(321, 14336, 8192).name == wide
+    # 5120 x 13824: both spread by stream-K (324 and 162 tiles): the wide tile's lower cost decides.
+    assert pick(305, 13824, 5120).name == wide
+    # 8192 x 28672: 336 wide tiles in three waves (1.9 x 396 = 752 slots) against 672 spread: 128 x 128.
+    assert pick(289, 28672, 8192).name == narrow
+    # 8192 x 8192: 96 wide tiles in one data-parallel wave (1.9 x 132 = 251) against 192 spread.
+    assert pick(289, 8192, 8192).name == narrow
+    # Only at three token tiles: from 385 rows the bucket's rules decide.
+    assert pick(385, 11008, 4096).name != wide
+    # The SM count is an input: with 114 SMs 8192 x 8192's 192 tiles leave a last wave of 78, over half, so they run
+    # in two data-parallel waves (228 slots) against 96 wide tiles in one (1.9 x 114 = 217).
+    assert pick(289, 8192, 8192, sms=114).name == wide
+    # Without the wide tile compiled, 128 x 128.
+    no_wide = [c for c in SM90_FULL if (c.tile_m, c.tile_n) != (128, 256)]
+    assert pick(289, 11008, 4096, configs=no_wide).name == narrow
+
+
+@pytest.mark.parametrize("M, N, K, name", [
+    # 11008 x 4096: 96 128 x 128 tiles (0.73 of a wave); 48 wide ones, 62.5 k-tiles an SM, unsplit: split 2 would
+    # leave 36 SMs idle.
+    (289, 4096, 11008, "sm90_128x256x64_c1x1_coop_streamk"),
+    # 11008 x 3584: 42 wide tiles split 3 fill 0.95 of a wave, so the split stays.
+    (353, 3584, 11008, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
+    # 6144 x 4096: 34.9 k-tiles an SM, too few for the wide tile's stream-K units.
+    (337, 4096, 6144, "sm90_128x128x64_c1x1_coop_streamk"),
+    # 14336 x 2048: 24 wide tiles would make 5.5 units a tile; 128 x 128 keeps split_for's split of 2.
+    (289, 2048, 14336, "sm90_128x128x64_c1x1_coop_streamk_k2s"),
+    # 8192 x 5120: 120 128 x 128 tiles fill 0.91 of a wave.
+    (289, 5120, 8192, "sm90_128x128x64_c1x1_coop_streamk"),
+])
+def test_sm90_wide_three_token_tiles_within_one_wave_where_128_columns_idle(M, N, K, name):
+    assert pick(M, N, K).name == name
+
+
 def test_sm90_short_split_where_128_rows_idle():
     # 8192 x 1280, M = 256: 20 tiles of 128 x 128 split 4 fill 0.61 of a wave, 40 of 64 x 128 split 3 fill 0.91.
     assert pick(256, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"

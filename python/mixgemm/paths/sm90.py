@@ -148,6 +148,12 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # 2026-11-26-sm90-wave-rule.md); the M <= 64 cells a cap of 5 would also change are unmeasured.
 MAX_SPLIT_K = 4
 _MIN_K_TILES_PER_SPLIT = 16
+# Above 256 rows the 256-column tile runs unsplit where its split would leave a tenth of the SMs idle: its stream-K
+# units then spread the tiles over every SM. 48 tiles of 128 x 256 split 2 (96 units, 0.73 of a wave) took 1.10x-1.15x
+# the unsplit time on 11008x4096, 12288x4096 and 14336x4096. The 128-column tile keeps its split: 48-50 tiles of 128 x
+# 128 split 2 were the fastest or within 1.9% on 8192x2048 and 8192x1280 (unsplit 1.00x-1.10x), though not on
+# 14336x2048 (1.11x-1.14x; the note above).
+_WIDE_SPLIT_FILLS_ABOVE_M = 256
 # From this many rows (and this K) the persistent 256 x 128 cooperative tile runs as its cluster of two along the
 # weight columns where that pair is compiled (cluster_n = 2, in the full set); the pair shares each k-tile of x
 # through TMA multicast. Per k-step a 256-token CTA reads 32 KB of x and 4 KB of int4 weight, so sharing x nearly
@@ -190,20 +196,39 @@ _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
 # was the fastest and ping-pong 1.01x-1.17x (H200).
 _SHORT_K_MAX_K_TILES = 16
 _SHORT_K_PINGPONG_MAX_M = 512
-# From 257 to 384 rows, where K has more than this many k-tiles, 128 x 128 stream-K (split by split_for) goes first:
-# three 128-token tiles compute 384 rows where two 256-token tiles compute 512, and with a long k-loop a tile the rows
-# are the work. H200 sweeps at M = 289..353 (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md): the 256-token picks
-# before it (256 x 128 persistent or stream-K) took 1.07x-1.39x the fastest config on six shapes from 3584x8192 to
-# 8192x28672, where 128 x 128 stream-K was the fastest on four, 1.04x-1.06x on 4096x11008 and 1.13x on 8192x14336
-# (128 x 256 fastest); the 256 x 64 ping-pong tile, at 80 tiles (0.61 of a wave, one tile a CTA: one of its two math
-# warpgroups idle), took 1.49x / 1.53x the time of 128 x 128 split 2 on 8192x2560 at M = 289 / 353 and 1.31x on
-# 4096x2560 (H100). Out of sample, the rule's pick was the fastest config or within 1.4% on nine of 13 cells (seven
-# shapes on the H200, six on the H100, M = 289..377) and 1.06x-1.11x on the other four (4096x11008, 11008x4096 and
-# 8192x14336, 128 x 256 fastest), where the picks before took 1.09x-1.44x. At 32 k-tiles and fewer the per-tile
-# costs weigh more and 256-row tiles have half as many tiles: on 1024x8192 and 2048x8192 at M = 273 / 337 the
-# 256 x 128 tile (persistent, or its multicast pair on 2048x8192) was the fastest and 128 x 128 took 1.03x-1.25x.
+# From 257 to 384 rows, where K has more than this many k-tiles, 128 x 128 stream-K (split by split_for; 128 x 256 where
+# it pays, below) goes first: three 128-token tiles compute 384 rows where two 256-token tiles compute 512, and with a
+# long k-loop a tile the rows are the work. H200 sweeps at M = 289..353
+# (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md): the 256-token picks before it (256 x 128 persistent or stream-K)
+# took 1.07x-1.39x the fastest config on six shapes from 3584x8192 to 8192x28672, where 128 x 128 stream-K was the
+# fastest on four, 1.04x-1.06x on 4096x11008 and 1.13x on 8192x14336 (128 x 256 fastest); the 256 x 64 ping-pong tile,
+# at 80 tiles (0.61 of a wave, one tile a CTA: one of its two math warpgroups idle), took 1.49x / 1.53x the time of
+# 128 x 128 split 2 on 8192x2560 at M = 289 / 353 and 1.31x on 4096x2560 (H100). Out of sample, the rule's pick was the
+# fastest config or within 1.4% on nine of 13 cells (seven shapes on the H200, six on the H100, M = 289..377) and
+# 1.06x-1.11x on the other four (4096x11008, 11008x4096 and 8192x14336, 128 x 256 fastest: the rule below), where the
+# picks before took 1.09x-1.44x. At 32 k-tiles and fewer the per-tile costs weigh more and 256-row tiles have half as
+# many tiles: on 1024x8192 and 2048x8192 at M = 273 / 337 the 256 x 128 tile (persistent, or its multicast pair on
+# 2048x8192) was the fastest and 128 x 128 took 1.03x-1.25x.
 _THREE_TOKEN_TILES_MIN_K_TILES = 32
 _THREE_TOKEN_TILES_MAX_M = 384
+# The 256-column tile at three token tiles: it re-reads x from L2 for half as many tiles. Where both tiles are laid out
+# alike it took 0.94x-0.96x the time of 128 x 128 (both making the same waves: 4096x11008, 5120x11008, 8192x10240)
+# and 0.95x-0.98x (both spread by stream-K: 4096x12288, 5120x13824, 8192x12288, 8192x13824), so one 128 x 256 tile
+# costs _WIDE_TILE_COST 128 x 128 tiles. What decides is how CUTLASS's stream-K scheduler lays out each
+# (_stream_k_slots: whole waves where it runs the tiles data-parallel, else just the tiles). Past one wave of 128 x 128
+# tiles the wide tile is taken where its slots, at that cost, are fewer: it took 0.88x-0.94x on 8192x14336 and
+# 4096x14336 (168 tiles spread against 336 in three waves), and lost where its own tiles run over a short last wave
+# while 128 x 128's are spread (8192x28672 and 4096x28672, 336 tiles in three waves: 1.00x-1.10x; one wave of 84 or 96
+# on 8192x7168, 4096x7168 and the 8192-column shapes: 1.05x-1.26x). Within one wave, half as many tiles as SMs are cut
+# into more stream-K units than tiles, each with its fixup; the wide tile then pays only where 128 x 128 idles a
+# quarter of the GPU (_IDLE_FILL), each SM streams at least this many of the wide tile's k-tiles (11008x4096,
+# 12288x4096, 14336x4096 at 62.5-81: 0.93x-0.97x; 8192x4096, 6144x4096, 4096x4096 at 46.5, 34.9, 23: 1.02x-1.29x),
+# and three units a tile fill 0.9 of a wave (at 40.7 k-tiles an SM, 42 tiles on 8192x3584, 3.1 units a tile, took
+# 0.95x-0.97x; 24 on 14336x2048, 5.5 units a tile, 1.39x). H200 and H100 sweeps,
+# docs/perf-notes/2026-11-27-sm90-wide-three-token-tiles.md.
+_WIDE_TILE_COST = 1.9
+_THREE_TOKEN_TILES_WIDE_MIN_K_TILES_PER_SM = 48
+_THREE_TOKEN_TILES_WIDE_MAX_UNITS = 3
 # sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
 # in blocks of this many rows up to M; one with fewer loads its whole box.
 _X_ROW_BLOCK = 64
@@ -284,7 +309,7 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
 def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
     """The config for M rows among ``configs``, or None when none tiles N. Above 128 rows three rules go first: the
     ping-pong tile where K is short (_short_k_ping_pong), 64-token tiles sized to M (_token_tile_64_sized_to_m), and
-    at 257..384 rows with a long K three 128-token tiles (_three_token_tiles).
+    at 257..384 rows with a long K three 128-token tiles, 256 columns wide where they pay (_three_token_tiles).
     Else walks M's bucket of :data:`_CHOICES`
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
@@ -302,7 +327,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     sized = _token_tile_64_sized_to_m(by_shape, M, N, K, sm_count)
     if sized is not None:
         return sized
-    three = _three_token_tiles(by_shape, M, K)
+    three = _three_token_tiles(by_shape, M, N, K, sm_count)
     if three is not None:
         return three
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
@@ -353,11 +378,35 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
     return None
 
 
-def _three_token_tiles(by_shape: dict, M: int, K: int) -> Sm90Config | None:
-    """128 x 128 stream-K at 257..384 rows where K has more than _THREE_TOKEN_TILES_MIN_K_TILES k-tiles, else None."""
+def _three_token_tiles(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
+    """128-token stream-K tiles at 257..384 rows where K has more than _THREE_TOKEN_TILES_MIN_K_TILES k-tiles: 256
+    columns where they pay (_wide_three_token_tiles_pay), else 128; else None."""
     if not 256 < M <= _THREE_TOKEN_TILES_MAX_M or K // TILE_K <= _THREE_TOKEN_TILES_MIN_K_TILES:
         return None
-    return by_shape.get((128, 128, "coop", "streamk"))
+    wide = by_shape.get((128, _WIDE_TILE_N, "coop", "streamk"))
+    if wide is not None and _wide_three_token_tiles_pay(M, N, K, sm_count):
+        return wide
+    return by_shape.get((128, _NARROW_TILE_N, "coop", "streamk"))
+
+
+def _stream_k_slots(tiles: int, sm_count: int) -> int:
+    """The SM slots that ``tiles`` unsplit stream-K tiles take: whole waves where CUTLASS's stream-K scheduler runs
+    them as whole tiles (they make whole waves, or their last wave is at least half full), else the tiles (it
+    spreads the last wave's tiles over every SM)."""
+    last = tiles % sm_count
+    return math.ceil(tiles / sm_count) * sm_count if last == 0 or 2 * last >= sm_count else tiles
+
+
+def _wide_three_token_tiles_pay(M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether 128 x 256 stream-K tiles beat 128 x 128 ones at three token tiles (see _WIDE_TILE_COST): past one wave
+    of 128 x 128 tiles, where their SM slots cost less; within one, where 128 x 128 idles a quarter of the GPU and the
+    wide tiles give every SM enough k-tiles in at most three stream-K units a tile."""
+    narrow, wide = _tiles(128, _NARROW_TILE_N, M, N), _tiles(128, _WIDE_TILE_N, M, N)
+    if narrow > sm_count:
+        return _WIDE_TILE_COST * _stream_k_slots(wide, sm_count) < _stream_k_slots(narrow, sm_count)
+    return (_fill(128, _NARROW_TILE_N, "streamk", M, N, K, sm_count) < _IDLE_FILL
+            and _k_tiles_per_sm(128, _WIDE_TILE_N, M, N, K, sm_count) >= _THREE_TOKEN_TILES_WIDE_MIN_K_TILES_PER_SM
+            and wide * _THREE_TOKEN_TILES_WIDE_MAX_UNITS >= _SPLIT_MIN_FILL * sm_count)
 
 
 def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: int, K: int) -> Sm90Config:
@@ -374,10 +423,15 @@ def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: 
 
 def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
     """``config`` with the split-K the rule above gives it: stream-K configs whose tiles fill at most half the SMs
-    split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split; others unsplit."""
+    split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split (above 256 rows the
+    256-column tile only where the split fills _SPLIT_MIN_FILL of a wave); others unsplit."""
     if config.scheduler != "streamk":
         return config
-    return config.with_split_k(_split(_tiles(config.tile_m, config.tile_n, M, N), K, sm_count))
+    tiles = _tiles(config.tile_m, config.tile_n, M, N)
+    split = _split(tiles, K, sm_count)
+    if config.tile_n == _WIDE_TILE_N and M > _WIDE_SPLIT_FILLS_ABOVE_M and tiles * split < _SPLIT_MIN_FILL * sm_count:
+        split = 1
+    return config.with_split_k(split)
 
 
 @functools.cache
