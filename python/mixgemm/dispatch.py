@@ -45,12 +45,13 @@ SM80_ON_SM90_LAYOUT_MAX_M = 16
 # ... up to 32 rows on weights of up to 64 Mi elements (K x N) ...
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT_MAX_M = 32
 SM80_ON_SM90_LAYOUT_SMALL_WEIGHT = 64 << 20
-# ... and up to 64 rows where the sm90 GEMM's 128-column tiles are too few to fill the GPU even split (its
-# stream-K splits K at most paths.sm90.MAX_SPLIT_K ways, so under sm_count / (2 x MAX_SPLIT_K) tiles leave more
-# than half the SMs idle; an N that 128 columns do not divide counts as none) or give each SM fewer than this many
-# 64-deep k-tiles: the sm80 tiles won at 7.8 (1024x8192) and 9.7 (8192x1280), the sm90 GEMM at 15.5 (4096x4096,
-# 2048x8192), the two tied at 19.4 (8192x2560); 12 lies between.
+# ... and up to 64 rows where the sm90 GEMM's 128-column tiles are too few to fill the GPU even split (fewer than one
+# for every SM_SHARE = 8 SMs: at the split cap of 4 the sm90 stream-K had when this was measured (6 since, up to
+# 128 rows; unmeasured here), under sm_count / (2 x 4) tiles left more than half the SMs idle; an N that 128 columns do
+# not divide counts as none) or give each SM fewer than this many 64-deep k-tiles: the sm80 tiles won at 7.8 (1024x8192)
+# and 9.7 (8192x1280), the sm90 GEMM at 15.5 (4096x4096, 2048x8192), the two tied at 19.4 (8192x2560); 12 lies between.
 SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M = 64
+SM80_ON_SM90_LAYOUT_FEW_TILES_SM_SHARE = 8
 SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
 # Why, where the sm90 GEMM's wgmma main loop is the faster one: its fixed cost per launch (prologue, pipeline
 # fill, stream-K fixup; 2-3 us more than the mma.sync tiles') is paid in full wherever the kernel before it is not
@@ -74,7 +75,7 @@ def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
     if M > SM80_ON_SM90_LAYOUT_FEW_TILES_MAX_M:
         return False
     tiles = sm90.narrow_tiles(M, N)
-    return (2 * sm90.MAX_SPLIT_K * tiles < sm_count
+    return (SM80_ON_SM90_LAYOUT_FEW_TILES_SM_SHARE * tiles < sm_count
             or tiles * (K // sm90.TILE_K) < SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM * sm_count)
 
 

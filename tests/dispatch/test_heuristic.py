@@ -192,7 +192,7 @@ def test_sm90_layout_invariants(N, sms):
             assert N % cfg.tile_n == 0 and (cfg.cluster_m, cfg.cluster_n) == ((1, 2) if pair else (1, 1)), (M, cfg)
             tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
             # A split only on stream-K, and only where tiles x split stays within one wave.
-            assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= 4
+            assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= sm90_path.MAX_SPLIT_K
                                         and tiles * cfg.split_k <= sms), (M, cfg)
         elif cfg.path == "decode":
             assert M <= cfg.rows, (M, cfg)

@@ -56,6 +56,9 @@ SWEEPS = {
     "2026-11-27-h200-sweep-wide-three-token-tiles-candidate.json": H200,
     "2026-11-27-h200-sweep-wide-three-token-tiles.json": H200,
     "2026-11-27-h100-sweep-wide-three-token-tiles.json": H100,
+    # Splits of 5 and 6 up to 128 rows (every stream-K config timed at splits 1..8) on the narrow TP shards.
+    "2026-11-27-h100-sweep-split-6-narrow-shards.json": H100,
+    "2026-11-27-h200-sweep-split-6-narrow-shards.json": H200,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -110,6 +113,12 @@ MISSES = {
     ("2026-11-27-h200-sweep-wide-three-token-tiles-candidate.json", 14336, 2048, 289): 1.135,
     ("2026-11-27-h100-sweep-wide-three-token-tiles.json", 14336, 2048, 289): 1.112,
 }
+# (file, K, N, M): cells whose pick is now a split that sweep did not time (past the cap of its day), with the record
+# that times it.
+RETIMED = {
+    ("2026-11-27-h100-sweep-tall-split-cells.json", 8192, 1280, 128):
+        "2026-11-27-h100-sweep-split-6-narrow-shards.json",
+}
 KEY = KernelKey("fp16", 4, "sm90", "scale_offset")  # the sweeps' weights: AWQ zero points, fp16, on the sm90 layout
 
 
@@ -137,6 +146,11 @@ def _cells():
 @pytest.mark.parametrize("name, gpu, K, N, M, by_config, auto", list(_cells()))
 def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config, auto):
     pick = dispatch.heuristic(CANDIDATES, GemmProblem(M, N, K, 128), KEY, gpu).name
+    if (name, K, N, M) in RETIMED:
+        assert pick not in by_config, f"{K}x{N} M={M}: {name} times the pick {pick}; drop it from RETIMED"
+        later = RETIMED[(name, K, N, M)]
+        assert later in SWEEPS and any(c.values[0] == later and c.values[2:5] == (K, N, M) for c in _cells())
+        return  # the later record's cell checks the pick
     assert pick in by_config, f"{K}x{N} M={M}: the pick {pick} was not timed in {name}"
     pick_us = auto[1] if auto is not None and auto[0] == pick else by_config[pick]
     ratio = pick_us / min(by_config.values())
@@ -149,5 +163,5 @@ def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config,
 
 def test_every_sweep_of_record_is_read():
     cells = list(_cells())
-    assert len(cells) == 18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18 + 17 + 7 + 6 + 15 + 9 + 15
+    assert len(cells) == 18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18 + 17 + 7 + 6 + 15 + 9 + 15 + 9 + 6
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few

@@ -340,10 +340,10 @@ def test_sm90_wide_tile_fills_where_the_narrow_one_idles_by_sm_count():
     (8192, 4096, 128, "sm90_128x128x64_c1x1_coop_streamk_k4s"),
     (8192, 4096, 65, "sm90_128x128x64_c1x1_coop_streamk_k4s"),
     # Below, two 64-row tiles: 4096 x 4096 has 15.5 (64 tiles of 64 x 128: split 2), 1024 x 8192 7.8 (128 tiles:
-    # unsplit), 8192 x 1280 9.7 (20 tiles: split 4).
+    # unsplit), 8192 x 1280 9.7 (20 tiles: split 6).
     (4096, 4096, 128, "sm90_64x128x64_c1x1_coop_streamk_k2s"),
     (1024, 8192, 100, "sm90_64x128x64_c1x1_coop_streamk"),
-    (8192, 1280, 128, "sm90_64x128x64_c1x1_coop_streamk_k4s"),
+    (8192, 1280, 128, "sm90_64x128x64_c1x1_coop_streamk_k6s"),
     # M <= 64 and M > 128 are not this rule's.
     (1024, 8192, 64, "sm90_64x128x64_c1x1_coop_streamk"),
     (4096, 4096, 256, "sm90_128x128x64_c1x1_coop_streamk_k2s"),
@@ -601,7 +601,12 @@ def test_sm90_split_k_rule(K, N, M, split):
     assert sm90_path.split_for(persistent, 128, 4096, 4096, 132) == persistent
     streamk = Sm90Config(128, 128, 1, 1, "coop", "streamk")
     assert sm90_path.split_for(streamk.with_split_k(3), 128, 28672, 8192, 132) == streamk
-    assert sm90_path.MAX_SPLIT_K == 4
+    # At most 6 ways up to 128 rows, 4 above: 20 tiles split 6 up to 128 rows (8192 x 2560, 128 x 128 at M = 128),
+    # 4 at M = 129 (64 x 128 tiles, 30 of them: 132 // 30 = 4).
+    assert sm90_path.MAX_SPLIT_K == 6
+    assert pick(128, 2560, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6s"
+    assert pick(129, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
+    assert pick(208, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
 
 
 def test_sm90_picks_only_tiles_that_divide_n():
@@ -626,7 +631,7 @@ def test_sm90_heuristic_invariants(N, sms):
         assert cfg.with_split_k(1) in SM90_FULL, (M, cfg)
         tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
         # A split only on stream-K, and only where tiles x split stays within one wave.
-        assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= 4
+        assert cfg.split_k == 1 or (cfg.scheduler == "streamk" and 2 <= cfg.split_k <= sm90_path.MAX_SPLIT_K
                                     and tiles * cfg.split_k <= sms), (M, cfg)
         if M <= 128 and N % 128 == 0:
             # Up to 128 rows the token tile that covers M; at 65..128 on small weights two of 64 rows.
@@ -678,7 +683,8 @@ def test_split_variants():
     problem = GemmProblem(64, 4096, 4096, 128)
     assert [v.name for v in PATHS["sm90"].split_variants(streamk.with_split_k(2), problem, H100)] == [
         "sm90_128x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k2s",
-        "sm90_128x128x64_c1x1_coop_streamk_k3s", "sm90_128x128x64_c1x1_coop_streamk_k4s"]
+        "sm90_128x128x64_c1x1_coop_streamk_k3s", "sm90_128x128x64_c1x1_coop_streamk_k4s",
+        "sm90_128x128x64_c1x1_coop_streamk_k5s", "sm90_128x128x64_c1x1_coop_streamk_k6s"]
     # Every split the heuristic can pick is swept: 8192x1280 at M = 512 gets 20 tiles of 128 x 128 split 3.
     chosen = pick(512, 1280, 8192)
     assert chosen.name == "sm90_128x128x64_c1x1_coop_streamk_k3s"

@@ -236,14 +236,14 @@ def test_sweep_cases_keep_to_the_paths_that_run_the_problem(hand_build):
 
 
 def test_sweep_of_sm90_configs_splits_stream_k_only(hand_build):
-    # A persistent sm90 config never splits K; stream-K configs split serially, every way up to 4
+    # A persistent sm90 config never splits K; stream-K configs split serially, every way up to 6
     # (paths.sm90.MAX_SPLIT_K: each split the heuristic can pick), and never past one k-tile per split.
     from mixgemm.paths import sm90
 
     cases = cli.sweep_cases(1024, 1024, 128, 64, KernelKey(layout="sm90"), H100)
     assert _splits(cases, SM90_PERSISTENT) == [(1, "none")]
-    assert _splits(cases, SM90_STREAM_K) == [(1, "none"), (2, "serial"), (3, "serial"), (4, "serial")]
-    assert sm90.MAX_SPLIT_K == 4
+    assert _splits(cases, SM90_STREAM_K) == [(1, "none")] + [(k, "serial") for k in range(2, 7)]
+    assert sm90.MAX_SPLIT_K == 6
     assert _splits(cli.sweep_cases(128, 1024, 128, 64, KernelKey(layout="sm90"), H100), SM90_STREAM_K) == [
         (1, "none"), (2, "serial")]
 
@@ -676,13 +676,13 @@ def test_tune_keeps_a_winner_per_layout(fake_hopper, tmp_path, capsys):
 
 def test_sweep_of_the_sm90_layout_with_a_deep_k(fake_hopper, tmp_path):
     # N = 1024: both sm90 tiles fit. A persistent sm90 config never splits K; stream-K configs split serially, every
-    # way up to 4 (paths.sm90.MAX_SPLIT_K), and never past one k-tile per split.
+    # way up to 6 (paths.sm90.MAX_SPLIT_K), and never past one k-tile per split.
     assert cli.main(["sweep", "--shape", "1024x1024", "--m", "64", "--layout", "sm90", "--no-plots",
                      "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "sweep.json").read_text())["results"]
     sm90 = {(r["config"], r["split_k"], r["split_k_mode"]) for r in results if r.get("path") == "sm90"}
     assert sm90 == {(SM90_FITS.name, 1, "none"), (SM90_TOO_WIDE.name, 1, "none")} | {
-        (SM90_TOO_WIDE.with_split_k(k).name, k, "serial") for k in (2, 3, 4)}
+        (SM90_TOO_WIDE.with_split_k(k).name, k, "serial") for k in range(2, 7)}
     assert SM90_TOO_WIDE.with_split_k(4).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
     assert all(r["status"] == "ok" for r in results)
 

@@ -140,13 +140,17 @@ _MIN_WAVE_DEFAULT = 0.5
 # splits tiles into fixups (112 tiles of 256 x 128 on 132 SMs: the twin took 1.01x and 1.03x the persistent time
 # on 8192x14336 at M = 256 and 8192x7168 at M = 512).
 _MIN_WAVE_EFFICIENCY = 0.9
-# Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping
-# tiles x split within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Splits above 4 lost in every
-# cell of that study: each split adds a partial tile that the tile's last split waits for and adds alone
-# (sm90/self_resetting_stream_k.cuh). A split needs about 16 k-tiles of its own to pay for its partial. On the
-# narrow TP shards a split of 5 took 0.93x-0.995x the time of 4 in three cells (docs/perf-notes/
-# 2026-11-26-sm90-wave-rule.md); the M <= 64 cells a cap of 5 would also change are unmeasured.
-MAX_SPLIT_K = 4
+# Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping tiles x split
+# within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Each split adds a partial tile that the tile's
+# last split waits for and adds alone (sm90/self_resetting_stream_k.cuh), and needs about 16 k-tiles of its own to pay
+# for it. Up to 128 rows a split of up to 6 pays where the tiles are that few: 20 tiles split 6 fill 120 of 132 SMs
+# where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
+# tiles was the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4
+# took 1.08x-1.15x; splits of 7 and 8 lost (1.11x and more). On the H200, out of sample (M = 40..120), the fastest
+# config in all five cells. Above 128 rows the cap stays 4: on 8192x1280 at M = 208 / 256 128 x 128 split 6 took 1.03x /
+# 1.01x the 64 x 128 split of 3 that the cap of 4 leaves first (H100; 0.98x on the H200 at M = 208).
+MAX_SPLIT_K = 6
+_MAX_SPLIT_K_ABOVE_128_ROWS = 4
 _MIN_K_TILES_PER_SPLIT = 16
 # Above 256 rows the 256-column tile runs unsplit where its split would leave a tenth of the SMs idle: its stream-K
 # units then spread the tiles over every SM. 48 tiles of 128 x 256 split 2 (96 units, 0.73 of a wave) took 1.10x-1.15x
@@ -259,16 +263,17 @@ def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: 
     return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
-def _split(tiles: int, K: int, sm_count: int) -> int:
-    """The split-K of a stream-K config with ``tiles`` output tiles (see split_for)."""
-    return max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
+def _split(tiles: int, M: int, K: int, sm_count: int) -> int:
+    """The split-K of a stream-K config with ``tiles`` output tiles for M rows (see split_for)."""
+    cap = MAX_SPLIT_K if M <= 128 else _MAX_SPLIT_K_ABOVE_128_ROWS
+    return max(1, min(cap, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
 
 
 def _fill(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> float:
     """The share of one wave that ``tile_m`` x ``tile_n`` tiles fill: stream-K tiles at split_for's split (a split
     never passes one wave), persistent ones unsplit."""
     tiles = _tiles(tile_m, tile_n, M, N)
-    return tiles * (_split(tiles, K, sm_count) if scheduler == "streamk" else 1) / sm_count
+    return tiles * (_split(tiles, M, K, sm_count) if scheduler == "streamk" else 1) / sm_count
 
 
 def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, str], ...], M: int, N: int,
@@ -423,12 +428,12 @@ def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: 
 
 def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
     """``config`` with the split-K the rule above gives it: stream-K configs whose tiles fill at most half the SMs
-    split K by ``sm_count // tiles``, at most 4 ways and with at least 16 k-tiles per split (above 256 rows the
-    256-column tile only where the split fills _SPLIT_MIN_FILL of a wave); others unsplit."""
+    split K by ``sm_count // tiles``, at most 6 ways (4 above 128 rows) and with at least 16 k-tiles per split (above
+    256 rows the 256-column tile only where the split fills _SPLIT_MIN_FILL of a wave); others unsplit."""
     if config.scheduler != "streamk":
         return config
     tiles = _tiles(config.tile_m, config.tile_n, M, N)
-    split = _split(tiles, K, sm_count)
+    split = _split(tiles, M, K, sm_count)
     if config.tile_n == _WIDE_TILE_N and M > _WIDE_SPLIT_FILLS_ABOVE_M and tiles * split < _SPLIT_MIN_FILL * sm_count:
         split = 1
     return config.with_split_k(split)
