@@ -417,8 +417,7 @@ def test_sm90_tiles_under_one_wave():
     assert pick(256, 7168, 8192).name == "sm90_256x64x64_c1x1_pingpong_persistent"
 
 
-@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (224, 5120, 8192),
-                                     (512, 2560, 3584)])
+@pytest.mark.parametrize("M, N, K", [(1024, 1280, 8192), (512, 2560, 8192), (256, 5120, 8192), (224, 5120, 8192)])
 def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # 40 tiles of 256 x 128: ping-pong's 80 tiles and 128 x 128's 80 (unsplit) are 0.61 of a wave, while 256 x 128
     # split 3 ways makes 120 units, 0.91 of it.
@@ -428,6 +427,25 @@ def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # Without the 256 x 128 stream-K config compiled, the ping-pong tiles.
     no_split = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
     assert pick(M, N, K, configs=no_split).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+
+
+@pytest.mark.parametrize("M, N, K, name", [
+    # Above 256 rows the tall split needs 32 k-tiles a split: 3584 x 2560 at M = 512 splits 56 k-tiles 3 ways (18.7).
+    (512, 2560, 3584, "sm90_256x64x64_c1x1_pingpong_persistent"),
+    # 4096 x 2560 at M = 433: 21 k-tiles a split; ping-pong zero-fills 15 rows.
+    (433, 2560, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),
+    # K of at most 64 k-tiles at 257..512 rows: up to 47 zero-filled rows of the last 64-row block (2048 x 4096 at
+    # M = 273 and 4096 x 4096 at M = 409: 47 and 39) ...
+    (273, 4096, 2048, "sm90_256x64x64_c1x1_pingpong_persistent"),
+    (409, 4096, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),
+    # ... not 63 (4096 x 2560 at M = 385), nor 47 of a whole 256-row box (M = 465: fewer than 64 rows past M) ...
+    (385, 2560, 4096, "sm90_128x128x64_c1x1_coop_streamk"),
+    (465, 4096, 4096, "sm90_128x128x64_c1x1_coop_streamk"),
+    # ... and not with a longer K (8192 x 3584 at M = 401: 128 k-tiles).
+    (401, 3584, 8192, "sm90_128x128x64_c1x1_coop_streamk"),
+])
+def test_sm90_ping_pong_at_two_token_tiles_where_k_is_short(M, N, K, name):
+    assert pick(M, N, K).name == name
 
 
 @pytest.mark.parametrize("M, zero_filled", [

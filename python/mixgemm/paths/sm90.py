@@ -114,6 +114,11 @@ _SPLIT_MIN_FILL = 0.9
 # and at M = 1025 / 1089 on 8192x1280 1.24x / 1.34x; 128 x 128 stream-K, the pick without them, took 1.00x-1.07x
 # (1.14x-1.15x on 8192x3584, where 128 x 256 split 3 was fastest) (H200 sweep; on the H100 1.007x-1.068x, 1.13x on
 # 8192x3584; docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md).
+# Above 256 rows the 256 x 128 split pays only with at least this many k-tiles a split: on 4096x2560 at M = 385..505
+# (64 k-tiles split 3, 21 a split) it took 1.05x-1.09x the fastest config in 9 of 10 cells, both GPUs (the ping-pong
+# tile, or 128 x 128 where ping-pong's x fill is long; 1.006x at M = 449), on 3584x2560 at M = 512 (18.7) 1.15x /
+# 1.17x; the cells it was first measured on had 43 (K = 8192).
+_TALL_SPLIT_MIN_K_TILES_PER_SPLIT_ABOVE_256_ROWS = 32
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
@@ -187,6 +192,15 @@ _TOKEN_TILE_64_MAX_M = 192
 # 128 x 128 stream-K, the pick without it, was the fastest or within 4.5%; with 16 or 32 (M = 160, 176, 240) it was
 # the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
 _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
+# At 257..512 rows (two 256-token tiles) with K of at most 64 k-tiles, where the last token tile loads x in 64-row
+# blocks up to M (64 or more rows past M), up to 47 zero-filled rows of its last block: with few k-steps a tile the
+# cooperative choices' per-tile costs weigh more. Sweeps (docs/perf-notes/2026-11-27-sm90-pingpong-two-token-tiles.md):
+# with 39-47 rows of the last block zero-filled the ping-pong tile was the fastest config or within 1.3% on 2048x4096,
+# 3072x3584, 4096x4096, 4096x2560 and 4096x3584 (M = 273..409, both GPUs), where 128 x 128 stream-K took 1.01x-1.05x.
+# With 47 rows of a whole 256-row box zero-filled (M = 465) it took 1.10x / 1.16x on 4096x4096 and 4096x3584 (H200;
+# the `auto` rows that ran it 1.02x / 1.07x), as at M = 208, though it was the fastest on 2048x4096.
+_PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES = 47
+_PINGPONG_SHORT_K_MAX_K_TILES = 64
 # Where K has at most this many 64-deep k-tiles (K <= 1024), the 256 x 64 ping-pong tile goes first from 129 to 256
 # rows, whatever its share of a wave or its x fill, and from 257 to 512 rows where its tiles fit one wave: with so few
 # k-steps a tile the per-tile costs (pipeline fill, epilogue; stream-K's split and fixup for the cooperative choices)
@@ -291,11 +305,20 @@ def _x_rows_zero_filled(tile_m: int, M: int) -> int:
     return past if past < _X_ROW_BLOCK else -M % _X_ROW_BLOCK
 
 
+def _pingpong_zero_fill_limit(M: int, K: int) -> int:
+    """The most x rows past M that the ping-pong tile's last x box may zero-fill: _PINGPONG_MAX_ZERO_FILLED_ROWS, or
+    at 257..512 rows with a short K, where the last tile loads x in row blocks (its last block is the box),
+    _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES."""
+    if 256 < M <= 512 and K // TILE_K <= _PINGPONG_SHORT_K_MAX_K_TILES and -M % 256 >= _X_ROW_BLOCK:
+        return _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES
+    return _PINGPONG_MAX_ZERO_FILLED_ROWS
+
+
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
-    k-tiles); above, 256 x 128 stream-K where only it fills the GPU and 64 x 128 where it fills the GPU (within one
-    wave) and 128 x 128 cannot; the other choices always."""
+    k-tiles); above, 256 x 128 stream-K where only it fills the GPU (above 256 rows with 32 k-tiles a split) and
+    64 x 128 where it fills the GPU (within one wave) and 128 x 128 cannot; the other choices always."""
     if tile_n == _WIDE_TILE_N:
         return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
                 or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
@@ -303,6 +326,9 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     if (tile_m, tile_n) == (128, 128) and M <= 128:
         return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
+        split = _split(_tiles(256, 128, M, N), M, K, sm_count)
+        if M > 256 and K // TILE_K // split < _TALL_SPLIT_MIN_K_TILES_PER_SPLIT_ABOVE_256_ROWS:
+            return False
         return _fills_where_the_others_idle((256, 128), ((256, 64, "persistent"), (128, 128, "streamk")), M, N, K,
                                             sm_count)
     if (tile_m, tile_n) == (64, 128) and M > 128:
@@ -319,7 +345,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
     narrower ones, else the largest (single CTAs first). The ping-pong choice is skipped where its last x box
-    zero-fills many rows (_PINGPONG_MAX_ZERO_FILLED_ROWS). A persistent 256 x 128 choice may become its multicast
+    zero-fills many rows (_pingpong_zero_fill_limit). A persistent 256 x 128 choice may become its multicast
     pair (_x_multicast_twin)."""
     fitting = [c for c in configs if N % c.tile_n == 0]
     if not fitting:
@@ -340,7 +366,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
         if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count):
             continue
-        if schedule == "pingpong" and _x_rows_zero_filled(tile_m, M) > _PINGPONG_MAX_ZERO_FILLED_ROWS:
+        if schedule == "pingpong" and _x_rows_zero_filled(tile_m, M) > _pingpong_zero_fill_limit(M, K):
             continue
         if scheduler == "streamk":
             return config
