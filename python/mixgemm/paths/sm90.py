@@ -151,7 +151,7 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # for it. Up to 128 rows a split of up to 6 pays where the tiles are that few: 20 tiles split 6 fill 120 of 132 SMs
 # where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
 # tiles was the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4
-# took 1.08x-1.15x; splits of 7 and 8 lost (1.11x and more). On the H200, out of sample (M = 40..120), the fastest
+# took 1.08x-1.15x; splits of 7 and 8 (past one wave) 1.40x-1.52x. On the H200, out of sample (M = 40..120), the fastest
 # config in all five cells. Above 128 rows the cap stays 4: on 8192x1280 at M = 208 / 256 128 x 128 split 6 took 1.03x /
 # 1.01x the 64 x 128 split of 3 that the cap of 4 leaves first (H100; 0.98x on the H200 at M = 208).
 MAX_SPLIT_K = 6
@@ -240,7 +240,7 @@ _THREE_TOKEN_TILES_MAX_M = 384
 # on 8192x7168, 4096x7168 and the 8192-column shapes: 1.05x-1.26x). Within one wave, half as many tiles as SMs are cut
 # into more stream-K units than tiles, each with its fixup; the wide tile then pays only where 128 x 128 idles a
 # quarter of the GPU (_IDLE_FILL), each SM streams at least this many of the wide tile's k-tiles (11008x4096,
-# 12288x4096, 14336x4096 at 62.5-81: 0.93x-0.97x; 8192x4096, 6144x4096, 4096x4096 at 46.5, 34.9, 23: 1.02x-1.29x),
+# 12288x4096, 14336x4096 at 62.5-81.5: 0.93x-0.97x; 8192x4096, 6144x4096, 4096x4096 at 46.5, 34.9, 23: 1.02x-1.29x),
 # and three units a tile fill 0.9 of a wave (at 40.7 k-tiles an SM, 42 tiles on 8192x3584, 3.1 units a tile, took
 # 0.95x-0.97x; 24 on 14336x2048, 5.5 units a tile, 1.39x). H200 and H100 sweeps,
 # docs/perf-notes/2026-11-27-sm90-wide-three-token-tiles.md.
