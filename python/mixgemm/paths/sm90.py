@@ -298,18 +298,22 @@ def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int,
             and all(_fill(*other, M, N, K, sm_count) < _IDLE_FILL for other in others))
 
 
+def _x_in_row_blocks(tile_m: int, M: int) -> bool:
+    """Whether M's last ``tile_m``-token tile loads x in row blocks up to M (see _X_ROW_BLOCK), not its whole box."""
+    return -M % tile_m >= _X_ROW_BLOCK
+
+
 def _x_rows_zero_filled(tile_m: int, M: int) -> int:
     """The rows past M that the TMA unit zero-fills in the last x box of M's last ``tile_m``-token tile: the tile's
-    rows past M, or, where the kernel loads x in row blocks up to M (see _X_ROW_BLOCK), those of its last block."""
-    past = -M % tile_m
-    return past if past < _X_ROW_BLOCK else -M % _X_ROW_BLOCK
+    rows past M, or, where the kernel loads x in row blocks up to M, those of its last block."""
+    return -M % _X_ROW_BLOCK if _x_in_row_blocks(tile_m, M) else -M % tile_m
 
 
-def _pingpong_zero_fill_limit(M: int, K: int) -> int:
+def _pingpong_zero_fill_limit(tile_m: int, M: int, K: int) -> int:
     """The most x rows past M that the ping-pong tile's last x box may zero-fill: _PINGPONG_MAX_ZERO_FILLED_ROWS, or
     at 257..512 rows with a short K, where the last tile loads x in row blocks (its last block is the box),
     _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES."""
-    if 256 < M <= 512 and K // TILE_K <= _PINGPONG_SHORT_K_MAX_K_TILES and -M % 256 >= _X_ROW_BLOCK:
+    if 256 < M <= 512 and K // TILE_K <= _PINGPONG_SHORT_K_MAX_K_TILES and _x_in_row_blocks(tile_m, M):
         return _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES
     return _PINGPONG_MAX_ZERO_FILLED_ROWS
 
@@ -366,7 +370,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
         if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count):
             continue
-        if schedule == "pingpong" and _x_rows_zero_filled(tile_m, M) > _pingpong_zero_fill_limit(M, K):
+        if schedule == "pingpong" and _x_rows_zero_filled(tile_m, M) > _pingpong_zero_fill_limit(tile_m, M, K):
             continue
         if scheduler == "streamk":
             return config
