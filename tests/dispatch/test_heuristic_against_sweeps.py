@@ -62,6 +62,9 @@ SWEEPS = {
     # The ping-pong tile at 257..512 rows with a short K, and the tall split's k-tiles a split above 256 rows.
     "2026-11-27-h200-sweep-pingpong-two-token-tiles.json": H200,
     "2026-11-27-h100-sweep-pingpong-two-token-tiles.json": H100,
+    # The 128-token tiles' splits: two waves of thirds (and the 64-token tiles there), stream-K's spread over a split.
+    "2026-11-27-h200-sweep-square-tile-splits.json": H200,
+    "2026-11-27-h100-sweep-square-tile-splits.json": H100,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -97,21 +100,12 @@ MISSES = {
     # 8192x1280 above 1024 rows: 128 x 128 where ping-pong (zero-filling 63 / 39 rows) was fastest.
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 1280, 1025): 1.049,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 1280, 1113): 1.068,
-    # 8192x3584: 128 x 256 split 3 fastest, 128 x 128 split 3 next (84 tiles split into 1.9 waves, a split split_for
-    # never takes); at 40.7 k-tiles an SM the 128 x 256 tiles are below the wide three-token-tile rule's 48.
-    ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 273): 1.153,
-    ("2026-11-27-h200-sweep-m257-512.json", 8192, 3584, 337): 1.139,
-    ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 3584, 273): 1.132,
-    ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 3584, 305): 1.113,
-    # 8192x3072: the same (72 tiles of 128 x 128, 0.55 of a wave, unsplit; 128 x 256 at 34.9 k-tiles an SM), where
-    # 64 x 256 split 2 was fastest and the 128 x 256 / 128 x 128 splits of 3 took 1.10x / 1.11x.
-    ("2026-11-27-h200-sweep-wide-three-token-tiles-candidate.json", 8192, 3072, 305): 1.284,
-    # 14336x2048: 128 x 128 split 2 (48 tiles, 0.73 of a wave) where unsplit stream-K, 81 k-tiles an SM, was fastest;
-    # the split is dropped above 256 rows for the 128 x 256 tile only: on 8192x2048 (46.5 k-tiles an SM) and 8192x1280
-    # M = 577 (48.5) 128 x 128 split 2 was the fastest or within 0.4%, unsplit 1.03x / 1.10x and 1.00x / 1.08x the
-    # fastest (H200 / H100).
-    ("2026-11-27-h200-sweep-wide-three-token-tiles-candidate.json", 14336, 2048, 289): 1.135,
-    ("2026-11-27-h100-sweep-wide-three-token-tiles.json", 14336, 2048, 289): 1.112,
+    # 5120x1024 M = 1100: ping-pong fastest (80 tiles; its last x block zero-fills 52 rows); the 128 x 256 split of
+    # three, at 26.7 k-tiles a split (the fewest the rule takes), 1.067x (1.014x on the H200), 128 x 128 unsplit 1.042x.
+    ("2026-11-27-h100-sweep-square-tile-splits.json", 5120, 1024, 1100): 1.067,
+    # 10240x2048 M = 321: 128 x 128 split 2 fastest where its idle SMs cost 21.8 k-tiles an SM, over the spread's 20;
+    # at M = 289 the unsplit tiles were fastest on both GPUs (split 2 1.06x / 1.07x).
+    ("2026-11-27-h100-sweep-square-tile-splits.json", 10240, 2048, 321): 1.056,
 }
 # (file, K, N, M): cells whose pick is now a split that sweep did not time (past the cap of its day), with the record
 # that times it.
@@ -165,5 +159,5 @@ def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config,
 def test_every_sweep_of_record_is_read():
     cells = list(_cells())
     assert len(cells) == (18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18 + 17 + 7 + 6 + 15 + 9 + 15 + 9 + 6
-                          + 10 + 10)
+                          + 10 + 10 + 30 + 30)
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few

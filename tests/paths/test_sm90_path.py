@@ -424,9 +424,10 @@ def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     assert pick(M, N, K).name == "sm90_256x128x64_c1x1_coop_streamk_k3s"
     # On 114 SMs that split is 2 (80 units, 0.70 of a wave): the ping-pong tiles, which make over half of it.
     assert pick(M, N, K, sms=114).name == "sm90_256x64x64_c1x1_pingpong_persistent"
-    # Without the 256 x 128 stream-K config compiled, the ping-pong tiles.
+    # Without the 256 x 128 stream-K config compiled, not the ping-pong tiles: 80 tiles of 128 x 128 make two waves of
+    # thirds, run as half as many 128 x 256 tiles split 3 ways.
     no_split = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
-    assert pick(M, N, K, configs=no_split).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    assert pick(M, N, K, configs=no_split).name == "sm90_128x256x64_c1x1_coop_streamk_k3s"
 
 
 @pytest.mark.parametrize("M, N, K, name", [
@@ -575,13 +576,85 @@ def test_sm90_wide_three_token_tiles_past_one_wave_where_their_slots_cost_less()
     (353, 3584, 11008, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
     # 6144 x 4096: 34.9 k-tiles an SM, too few for the wide tile's stream-K units.
     (337, 4096, 6144, "sm90_128x128x64_c1x1_coop_streamk"),
-    # 14336 x 2048: 24 wide tiles would make 5.5 units a tile; 128 x 128 keeps split_for's split of 2.
-    (289, 2048, 14336, "sm90_128x128x64_c1x1_coop_streamk_k2s"),
+    # 14336 x 2048: 24 wide tiles would make 5.5 units a tile; 128 x 128, unsplit: a split of 2 would idle 36 SMs,
+    # which costs more than stream-K's spread (test_sm90_stream_k_spread_over_a_split).
+    (289, 2048, 14336, "sm90_128x128x64_c1x1_coop_streamk"),
     # 8192 x 5120: 120 128 x 128 tiles fill 0.91 of a wave.
     (289, 5120, 8192, "sm90_128x128x64_c1x1_coop_streamk"),
 ])
 def test_sm90_wide_three_token_tiles_within_one_wave_where_128_columns_idle(M, N, K, name):
     assert pick(M, N, K).name == name
+
+
+@pytest.mark.parametrize("M, N, K, name", [
+    # 84 tiles of 128 x 128 (0.64 of a wave) at three token tiles: 42 of 128 x 256 split 3 ways.
+    (273, 3584, 8192, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
+    # Where the 256 x 64 ping-pong tiles came first (80 tiles of 128 x 128 at five token tiles).
+    (545, 2048, 8192, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
+    # Up to 128 rows (80 tiles; the 128 x 256 tile's k-tiles an SM are under the rule for large weights).
+    (112, 10240, 8192, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
+    # K = 5120: 26 k-tiles a split, over the 24 the split needs.
+    (289, 3584, 5120, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
+    # K = 4096: 21 k-tiles a split, too few; 96 tiles (0.73 of a wave), past two thirds.
+    (289, 3584, 4096, "sm90_128x128x64_c1x1_coop_streamk"),
+    (337, 4096, 8192, "sm90_128x128x64_c1x1_coop_streamk"),
+    # K = 28672, 72 tiles: 36 of 128 x 256 split 3 would idle 24 SMs, so they run unsplit, spread by stream-K.
+    (350, 3072, 28672, "sm90_128x256x64_c1x1_coop_streamk"),
+])
+def test_sm90_128_token_tiles_in_two_waves_of_thirds(M, N, K, name):
+    assert pick(M, N, K).name == name
+
+
+def test_sm90_two_waves_of_thirds_read_the_sm_count_and_the_compiled_tiles():
+    # 84 tiles on 114 SMs are past two thirds of a wave.
+    assert pick(273, 3584, 8192, sms=114).name == "sm90_128x128x64_c1x1_coop_streamk"
+    # 64 tiles (8192 x 8192 up to 128 rows) are split 2 on 132 SMs, and make two waves of thirds on 114.
+    assert pick(96, 8192, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
+    assert pick(96, 8192, 8192, sms=114).name == "sm90_128x256x64_c1x1_coop_streamk_k3s"
+    # Without the 128 x 256 stream-K config compiled, 128 x 128 split 3 ways.
+    no_wide = [c for c in SM90_FULL if (c.tile_m, c.tile_n) != (128, 256)]
+    for M, N in ((273, 3584), (545, 2048), (112, 10240)):
+        assert pick(M, N, 8192, configs=no_wide).name == "sm90_128x128x64_c1x1_coop_streamk_k3s"
+
+
+@pytest.mark.parametrize("M, N, K, name", [
+    # 60 tiles of 64 x 256 (8192 x 3072, M = 289) split 2 fill 0.91 of a wave where 72 of 128 x 128 make two waves of
+    # thirds; they compute 320 rows where three 128-token tiles compute 384.
+    (289, 3072, 8192, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
+    (680, 1536, 8192, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
+    # Before the 256 x 128 tall split (which computes 1024 rows where these compute 832).
+    (800, 1280, 8192, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
+    # Without the k-tiles an SM that the wide tile needs at 129..192 rows (43.6 at K = 6144).
+    (289, 3072, 6144, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
+    # M = 337: 64-token tiles would compute the same 384 rows.
+    (337, 3072, 8192, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
+])
+def test_sm90_64_token_tiles_in_two_waves_of_thirds(M, N, K, name):
+    assert pick(M, N, K).name == name
+    # Without 64 x 256, the 64 x 128 tiles where they fill one wave (120 on 8192 x 3072 at M = 289).
+    no_wide = [c for c in SM90_FULL if (c.tile_m, c.tile_n) != (64, 256)]
+    assert pick(289, 3072, 8192, configs=no_wide).name == "sm90_64x128x64_c1x1_coop_streamk"
+
+
+@pytest.mark.parametrize("M, N, K, split", [
+    # 48 tiles (0.36 of a wave): a split of 2 idles 36 SMs, costing K / 64 x (1/2 - 48/132) k-tiles an SM against
+    # the spread's 20: 30.5 at K = 14336, 21.8 at 10240 (unsplit); 17.5 at 8192 (split).
+    (289, 2048, 14336, 1),
+    (289, 2048, 10240, 1),
+    (321, 2048, 8192, 2),
+    # 50 tiles at K = 8192 (15.5) and 28672 (54).
+    (577, 1280, 8192, 2),
+    (577, 1280, 28672, 1),
+    # Up to 128 rows: 48 tiles at K = 12288 (26.2), 64 at 8192 (1.9).
+    (128, 6144, 12288, 1),
+    (128, 8192, 8192, 2),
+    # Tiles fewer than a quarter of the SMs keep the split (the spread measured at two to four SMs a tile): 20
+    # tiles at K = 28672 split 4, where the product is 44.1.
+    (256, 1280, 28672, 4),
+])
+def test_sm90_stream_k_spread_over_a_split(M, N, K, split):
+    config = sm90_path.split_for(Sm90Config(128, 128, 1, 1, "coop", "streamk"), M, N, K, 132)
+    assert config.split_k == split
 
 
 def test_sm90_short_split_where_128_rows_idle():

@@ -88,6 +88,7 @@ _CHOICES = (
 # fewer; at M = 128 0.88x and 0.98x at 109 (8192x28672, 28672x8192) but 1.04x-1.06x at 54.
 _WIDE_TILE_N = 256
 _NARROW_TILE_N = 128
+_TILE_NS = (_NARROW_TILE_N, _WIDE_TILE_N)
 _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 # Below that, up to 64 rows, the 256-column tile also pays where it fills the GPU and the 128-column one cannot:
 # 128-column tiles making over half a wave get no split (split_for), so at 0.5-0.75 of a wave a quarter or more of
@@ -163,6 +164,29 @@ _MIN_K_TILES_PER_SPLIT = 16
 # 128 split 2 were the fastest or within 1.9% on 8192x2048 and 8192x1280 (unsplit 1.00x-1.10x), though not on
 # 14336x2048 (1.11x-1.14x; the note above).
 _WIDE_SPLIT_FILLS_ABOVE_M = 256
+# Two waves of thirds: where T tiles of 128 x 128 make over half a wave (split_for's split gives none) and at most two
+# thirds of one, a split of 3 runs their 3T units in two waves of a third of a tile each: two thirds of the unsplit
+# time, where a third of the SMs idled, plus each unit's fixed costs (its pipeline fill and, for the first two splits,
+# a partial tile the third waits for), so the split needs this many k-tiles of its own. A fourth split makes a third
+# wave of quarters, whose third unit a tile costs more than the quarter saves (1.11x-1.20x the split of 3). Sweeps of
+# 70-88 tiles on both GPUs (docs/perf-notes/2026-11-27-sm90-square-tile-splits.md): split 3 took 0.75x-0.95x the
+# unsplit time with 32-149 k-tiles a split (K = 6144..28672), 0.96x-0.99x with 26 (K = 5120), and with 21 or fewer
+# (K <= 4096) 1.03x-1.11x above 192 rows. It goes ahead of the ping-pong tiles (1.05x-1.25x the fastest config where
+# they came first); half as many 128 x 256 tiles split 3 ways (_thirds_twin; 1.5T units, one wave) took 0.86x-1.03x
+# the 128 x 128 split's time (median 0.99x), and 64-token tiles where they compute a 64-row block fewer
+# (_token_tile_64_sized_to_m) were the fastest config or within 0.9%.
+_THIRDS_SPLIT = 3
+_THIRDS_MIN_K_TILES_PER_SPLIT = 24
+# Stream-K's spread against a split: T stream-K tiles under half a wave of S SMs split s ways give each of their sT
+# units K/s k-tiles while S - sT SMs idle; unsplit, CUTLASS's stream-K scheduler spreads them over every SM (T K / S
+# k-tiles each) at the price of its fixups, which cost each SM about this many k-tiles at two to four SMs a tile
+# (more at fewer tiles: 10 tiles of 8192x1280 unsplit took 2.0x-2.2x their split of 6). So at two to four SMs a tile the
+# split pays only where K (1/s - T / S) falls short of it. Sweeps (the note above): 128 x 128 split 2 took
+# 1.05x-1.14x the unsplit time where that product was 21.8-34 (48-56 tiles: 10240x2048, 11008x2048, 12288x2048,
+# 14336x2048, 28672x1280 above 256 rows, 12288x6144 and 28672x7168 at M = 96..128, 28672x3584 at M = 208 / 240) and
+# 0.90x-1.00x where it was 15.5-17.5 (8192x1280 at M = 577, 8192x2048 at M = 321); 36 tiles of 128 x 256 split 3 on
+# 28672x3072 (27.2) 1.04x / 1.05x.
+_STREAM_K_SPREAD_COST_K_TILES = 20
 # From this many rows (and this K) the persistent 256 x 128 cooperative tile runs as its cluster of two along the
 # weight columns where that pair is compiled (cluster_n = 2, in the full set); the pair shares each k-tile of x
 # through TMA multicast. Per k-step a 256-token CTA reads 32 KB of x and 4 KB of int4 weight, so sharing x nearly
@@ -349,8 +373,9 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
     narrower ones, else the largest (single CTAs first). The ping-pong choice is skipped where its last x box
-    zero-fills many rows (_pingpong_zero_fill_limit). A persistent 256 x 128 choice may become its multicast
-    pair (_x_multicast_twin)."""
+    zero-fills many rows (_pingpong_zero_fill_limit) and where 128 x 128 tiles make two waves of thirds
+    (_THIRDS_SPLIT), where a 128 x 128 choice becomes its 128 x 256 twin (_thirds_twin). A persistent 256 x 128
+    choice may become its multicast pair (_x_multicast_twin)."""
     fitting = [c for c in configs if N % c.tile_n == 0]
     if not fitting:
         return None
@@ -370,10 +395,11 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
         if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count):
             continue
-        if schedule == "pingpong" and _x_rows_zero_filled(tile_m, M) > _pingpong_zero_fill_limit(tile_m, M, K):
+        if schedule == "pingpong" and (_x_rows_zero_filled(tile_m, M) > _pingpong_zero_fill_limit(tile_m, M, K)
+                                       or _in_two_waves_of_thirds(M, N, K, sm_count)):
             continue
         if scheduler == "streamk":
-            return config
+            return _thirds_twin(config, by_shape, M, N, K, sm_count)
         tiles = _tiles(tile_m, tile_n, M, N)
         if tiles < _MIN_WAVE.get((tile_m, tile_n), _MIN_WAVE_DEFAULT) * sm_count:
             continue
@@ -400,13 +426,20 @@ def _short_k_ping_pong(by_shape: dict, M: int, N: int, K: int, sm_count: int) ->
 
 
 def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
-    """The 64-token stream-K tile at 129..192 rows where it fills one wave (see _TOKEN_TILE_64_MAX_M), else None."""
-    if not 128 < M <= _TOKEN_TILE_64_MAX_M:
+    """The 64-token stream-K tile where it computes a 64-row block fewer than 128-token tiles and fills one wave: at
+    129..192 rows (see _TOKEN_TILE_64_MAX_M) and above, where 128 x 128 tiles make two waves of thirds (see
+    _THIRDS_SPLIT); else None."""
+    if M <= 128 or -M % 128 < _X_ROW_BLOCK:
+        return None
+    thirds = _in_two_waves_of_thirds(M, N, K, sm_count)
+    if M > _TOKEN_TILE_64_MAX_M and not thirds:
         return None
     for tile_n in (_WIDE_TILE_N, _NARROW_TILE_N):
         config = by_shape.get((64, tile_n, "coop", "streamk"))
-        # _pays: above 64 rows, the 256-column tile's k-tiles-per-SM rule (the 128-column one is judged by fill here).
-        if config is None or (tile_n == _WIDE_TILE_N and not _pays(64, tile_n, "streamk", M, N, K, sm_count)):
+        # At 129..192 rows the 256-column tile also needs _pays's k-tiles per SM (the 128-column one is judged by fill
+        # here); in two waves of thirds its fill alone.
+        if config is None or (tile_n == _WIDE_TILE_N and not thirds
+                              and not _pays(64, tile_n, "streamk", M, N, K, sm_count)):
             continue
         if _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1:
             return config
@@ -415,11 +448,13 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
 
 def _three_token_tiles(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
     """128-token stream-K tiles at 257..384 rows where K has more than _THREE_TOKEN_TILES_MIN_K_TILES k-tiles: 256
-    columns where they pay (_wide_three_token_tiles_pay), else 128; else None."""
+    columns where they pay (_wide_three_token_tiles_pay) or make two waves of thirds (_THIRDS_SPLIT), else 128; else
+    None."""
     if not 256 < M <= _THREE_TOKEN_TILES_MAX_M or K // TILE_K <= _THREE_TOKEN_TILES_MIN_K_TILES:
         return None
     wide = by_shape.get((128, _WIDE_TILE_N, "coop", "streamk"))
-    if wide is not None and _wide_three_token_tiles_pay(M, N, K, sm_count):
+    if wide is not None and (_wide_three_token_tiles_pay(M, N, K, sm_count)
+                             or _in_two_waves_of_thirds(M, N, K, sm_count)):
         return wide
     return by_shape.get((128, _NARROW_TILE_N, "coop", "streamk"))
 
@@ -459,14 +494,47 @@ def _x_multicast_twin(config: Sm90Config, fitting: list[Sm90Config], M: int, N: 
 def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
     """``config`` with the split-K the rule above gives it: stream-K configs whose tiles fill at most half the SMs
     split K by ``sm_count // tiles``, at most 6 ways (4 above 128 rows) and with at least 16 k-tiles per split (above
-    256 rows the 256-column tile only where the split fills _SPLIT_MIN_FILL of a wave); others unsplit."""
+    256 rows the 256-column tile only where the split fills _SPLIT_MIN_FILL of a wave); 128-token tiles 3 ways in two
+    waves of thirds (_THIRDS_SPLIT), and unsplit where stream-K's spread beats their split
+    (_STREAM_K_SPREAD_COST_K_TILES); others unsplit."""
     if config.scheduler != "streamk":
         return config
     tiles = _tiles(config.tile_m, config.tile_n, M, N)
-    split = _split(tiles, M, K, sm_count)
-    if config.tile_n == _WIDE_TILE_N and M > _WIDE_SPLIT_FILLS_ABOVE_M and tiles * split < _SPLIT_MIN_FILL * sm_count:
+    token_tile_128 = config.tile_m == 128 and config.tile_n in _TILE_NS
+    if token_tile_128 and _in_two_waves_of_thirds(M, N, K, sm_count):
+        split = _THIRDS_SPLIT
+    else:
+        split = _split(tiles, M, K, sm_count)
+        if (config.tile_n == _WIDE_TILE_N and M > _WIDE_SPLIT_FILLS_ABOVE_M
+                and tiles * split < _SPLIT_MIN_FILL * sm_count):
+            split = 1
+    if token_tile_128 and _spread_beats_split(tiles, split, K, sm_count):
         split = 1
     return config.with_split_k(split)
+
+
+def _spread_beats_split(tiles: int, split: int, K: int, sm_count: int) -> bool:
+    """Whether ``tiles`` stream-K tiles run faster unsplit, spread over every SM by CUTLASS's stream-K scheduler
+    (fewer tiles than half the SMs), than split ``split`` ways (see _STREAM_K_SPREAD_COST_K_TILES): at two to four SMs
+    a tile, where the split's idle SMs cost more k-tiles than the spread's fixups."""
+    return (split > 1 and 2 * tiles < sm_count < 4 * tiles
+            and K // TILE_K * (1 / split - tiles / sm_count) >= _STREAM_K_SPREAD_COST_K_TILES)
+
+
+def _in_two_waves_of_thirds(M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether M x N's 128 x 128 tiles make over half a wave and at most two thirds of one, with enough k-tiles a
+    third (see _THIRDS_SPLIT)."""
+    tiles = _tiles(128, _NARROW_TILE_N, M, N)
+    return (sm_count < 2 * tiles and _THIRDS_SPLIT * tiles <= 2 * sm_count
+            and K // TILE_K // _THIRDS_SPLIT >= _THIRDS_MIN_K_TILES_PER_SPLIT)
+
+
+def _thirds_twin(config: Sm90Config, by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config:
+    """``config`` (a stream-K choice) as the 128 x 256 stream-K tile where it is 128 x 128 in two waves of thirds and
+    the wide tile is compiled and tiles N (see _THIRDS_SPLIT); else ``config``."""
+    if (config.tile_m, config.tile_n) != (128, _NARROW_TILE_N) or not _in_two_waves_of_thirds(M, N, K, sm_count):
+        return config
+    return by_shape.get((128, _WIDE_TILE_N, "coop", "streamk"), config)
 
 
 @functools.cache
