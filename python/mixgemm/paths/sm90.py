@@ -182,10 +182,10 @@ _THIRDS_MIN_K_TILES_PER_SPLIT = 24
 # k-tiles each) at the price of its fixups, which cost each SM about this many k-tiles at two to four SMs a tile
 # (more at fewer tiles: 10 tiles of 8192x1280 unsplit took 2.0x-2.2x their split of 6). So at two to four SMs a tile the
 # split pays only where K (1/s - T / S) falls short of it. Sweeps (the note above): 128 x 128 split 2 took
-# 1.05x-1.14x the unsplit time where that product was 21.8-34 (48-56 tiles: 10240x2048, 11008x2048, 12288x2048,
-# 14336x2048, 28672x1280 above 256 rows, 12288x6144 and 28672x7168 at M = 96..128, 28672x3584 at M = 208 / 240) and
-# 0.90x-1.00x where it was 15.5-17.5 (8192x1280 at M = 577, 8192x2048 at M = 321); 36 tiles of 128 x 256 split 3 on
-# 28672x3072 (27.2) 1.04x / 1.05x.
+# 1.05x-1.14x the unsplit time where that product was 21.8-54 (48-56 tiles: 10240x2048, 11008x2048, 12288x2048,
+# 14336x2048, 28672x1280 above 256 rows, 12288x6144 and 28672x7168 at M = 96..128, 28672x3584 at M = 208 / 240; but
+# 0.95x on 10240x2048 at M = 321 on the H100) and 0.91x-1.00x where it was 15.5-17.5 (8192x1280 at M = 577, 8192x2048
+# at M = 321); 36 tiles of 128 x 256 split 3 on 28672x3072 (27.2) 1.04x / 1.05x.
 _STREAM_K_SPREAD_COST_K_TILES = 20
 # From this many rows (and this K) the persistent 256 x 128 cooperative tile runs as its cluster of two along the
 # weight columns where that pair is compiled (cluster_n = 2, in the full set); the pair shares each k-tile of x
