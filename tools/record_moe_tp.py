@@ -4,13 +4,15 @@
   python tools/record_moe_tp.py moe benchmarks/2026-11-26-h100-moe-sm90.json
   python tools/record_moe_tp.py tp benchmarks/2026-11-26-h100-tp-shards-floor.json \
       benchmarks/2026-11-26-h100-tp-shards-tp2-tp4.json benchmarks/2026-11-26-h100-tp-shards-tp8.json
+  python tools/record_moe_tp.py tp - benchmarks/2026-11-27-h200-tp-shards-peers.json
 
 moe: rows of ``python -m mixgemm bench-moe`` (the peers' MoE harness with mixgemm's grouped kernels added), whole
 layer, AWQ zeros, fp16, group 128, each ratio between peers of one run (and the sm80-layout peer's column, where
 the run has it). tp: the peers harness on Llama-3-70B's
 TP shards (mixgemm[zp] against the fastest other peer that passed its numerics check; a file of summary ``rows``
 gives that pair per cell) and ``python -m mixgemm bench``'s read floor at M = 1 and 16 (several bench files
-joined by commas: FLOOR.json,LATER.json). Where files overlap, the last one given wins the whole cell.
+joined by commas: FLOOR.json,LATER.json), or ``-`` for a GPU without a bench run (no read-floor column; the shards
+are the first peers file's shapes). Where files overlap, the last one given wins the whole cell.
 """
 
 from __future__ import annotations
@@ -67,10 +69,13 @@ def _peer_times(path: str) -> dict:
 def tp_table(floor_paths: str, grid_paths: list[str]) -> str:
     """``floor_paths``: one bench file, or several joined by commas, the later winning a cell (its read floor and
     our time of the same run, so the ratio never mixes two runs). The shards are the first file's shapes (its
-    shape set "tp"); a later one may hold other shapes beside them."""
+    shape set "tp"); a later one may hold other shapes beside them. ``-``: no floor, the shards are the first peers
+    file's shapes."""
     floor, ours_bench = {}, {}
     shards: set = set()
-    for floor_path in floor_paths.split(","):
+    if floor_paths == "-":
+        shards = {key[:2] for key in _peer_times(grid_paths[0])}
+    for floor_path in floor_paths.split(",") if floor_paths != "-" else ():
         run_floor, run_ours = {}, {}
         for rec in json.load(open(floor_path))["results"]:
             key = (rec["K"], rec["N"], rec["M"])

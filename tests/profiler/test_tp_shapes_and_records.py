@@ -84,6 +84,18 @@ def test_tp_table_of_record():
     assert "in 33 of 56 cells" in first
 
 
+def test_h200_tp_table_of_record():
+    # No bench run on the H200: no floor file ("-"), the shards are the peers file's shapes (8192x28672's rows
+    # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only).
+    table = _record_tool().tp_table("-", [str(ROOT / "benchmarks" / "2026-11-27-h200-tp-shards-peers.json")])
+    assert "in 78 of 92 cells" in table
+    assert "| 8192x1280 | 128 | 12.3 | 11.0 cublas_fp16 | 1.120 **behind** | - |" in table
+    assert "| 8192x7168 | 64 |" in table and "| 8192x7168 | 128 |" not in table
+    assert "| 8192x28672 | 1024 |" in table
+    body = table.rsplit("\n", 1)[0].strip()  # BENCHMARKS.md states the count in its own sentence
+    assert body in (ROOT / "BENCHMARKS.md").read_text()
+
+
 def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
     import json
     floor = tmp_path / "floor.json"
