@@ -101,7 +101,7 @@ MISSES = {
     ("2026-11-27-h200-sweep-m257-512.json", 8192, 1280, 1025): 1.049,
     ("2026-11-27-h100-sweep-m257-512-rules.json", 8192, 1280, 1113): 1.068,
     # 5120x1024 M = 1100: ping-pong fastest (80 tiles; its last x block zero-fills 52 rows); the 128 x 256 split of
-    # three, at 26.7 k-tiles a split (the fewest the rule takes), 1.067x (1.014x on the H200), 128 x 128 unsplit 1.042x.
+    # three, at 26 k-tiles a split (the fewest the rule takes), 1.067x (1.016x on the H200), 128 x 128 unsplit 1.042x.
     ("2026-11-27-h100-sweep-square-tile-splits.json", 5120, 1024, 1100): 1.067,
     # 10240x2048 M = 321: 128 x 128 split 2 fastest where its idle SMs cost 21.8 k-tiles an SM, over the spread's 20;
     # at M = 289 the unsplit tiles were fastest on both GPUs (split 2 1.06x / 1.07x).

@@ -162,7 +162,7 @@ _MIN_K_TILES_PER_SPLIT = 16
 # units then spread the tiles over every SM. 48 tiles of 128 x 256 split 2 (96 units, 0.73 of a wave) took 1.10x-1.15x
 # the unsplit time on 11008x4096, 12288x4096 and 14336x4096. The 128-column tile keeps its split: 48-50 tiles of 128 x
 # 128 split 2 were the fastest or within 1.9% on 8192x2048 and 8192x1280 (unsplit 1.00x-1.10x), though not on
-# 14336x2048 (1.11x-1.14x; the note above).
+# 14336x2048 (1.11x-1.13x; the note above).
 _WIDE_SPLIT_FILLS_ABOVE_M = 256
 # Two waves of thirds: where T tiles of 128 x 128 make over half a wave (split_for's split gives none) and at most two
 # thirds of one, a split of 3 runs their 3T units in two waves of a third of a tile each: two thirds of the unsplit
@@ -182,7 +182,7 @@ _THIRDS_MIN_K_TILES_PER_SPLIT = 24
 # k-tiles each) at the price of its fixups, which cost each SM about this many k-tiles at two to four SMs a tile
 # (more at fewer tiles: 10 tiles of 8192x1280 unsplit took 2.0x-2.2x their split of 6). So at two to four SMs a tile the
 # split pays only where K (1/s - T / S) falls short of it. Sweeps (the note above): 128 x 128 split 2 took
-# 1.05x-1.14x the unsplit time where that product was 21.8-54 (48-56 tiles: 10240x2048, 11008x2048, 12288x2048,
+# 1.05x-1.13x the unsplit time where that product was 21.8-54 (48-56 tiles: 10240x2048, 11008x2048, 12288x2048,
 # 14336x2048, 28672x1280 above 256 rows, 12288x6144 and 28672x7168 at M = 96..128, 28672x3584 at M = 208 / 240; but
 # 0.95x on 10240x2048 at M = 321 on the H100) and 0.91x-1.00x where it was 15.5-17.5 (8192x1280 at M = 577, 8192x2048
 # at M = 321); 36 tiles of 128 x 256 split 3 on 28672x3072 (27.2) 1.04x / 1.05x.
