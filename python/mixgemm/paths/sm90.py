@@ -429,7 +429,7 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
     """The 64-token stream-K tile where it computes a 64-row block fewer than 128-token tiles and fills one wave: at
     129..192 rows (see _TOKEN_TILE_64_MAX_M) and above, where 128 x 128 tiles make two waves of thirds (see
     _THIRDS_SPLIT); else None."""
-    if M <= 128 or -M % 128 < _X_ROW_BLOCK:
+    if M <= 128 or math.ceil(M / 64) * 64 == math.ceil(M / 128) * 128:  # no rows fewer than 128-token tiles
         return None
     thirds = _in_two_waves_of_thirds(M, N, K, sm_count)
     if M > _TOKEN_TILE_64_MAX_M and not thirds:
