@@ -595,8 +595,9 @@ def test_sm90_wide_three_token_tiles_within_one_wave_where_128_columns_idle(M, N
     (112, 10240, 8192, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
     # K = 5120: 26 k-tiles a split, over the 24 the split needs.
     (289, 3584, 5120, "sm90_128x256x64_c1x1_coop_streamk_k3s"),
-    # K = 4096: 21 k-tiles a split, too few; 96 tiles (0.73 of a wave), past two thirds.
+    # K = 4096: 21 k-tiles a split, too few.
     (289, 3584, 4096, "sm90_128x128x64_c1x1_coop_streamk"),
+    # 96 tiles (0.73 of a wave), past two thirds.
     (337, 4096, 8192, "sm90_128x128x64_c1x1_coop_streamk"),
     # K = 28672, 72 tiles: 36 of 128 x 256 split 3 would idle 24 SMs, so they run unsplit, spread by stream-K.
     (350, 3072, 28672, "sm90_128x256x64_c1x1_coop_streamk"),

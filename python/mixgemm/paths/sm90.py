@@ -459,12 +459,17 @@ def _three_token_tiles(by_shape: dict, M: int, N: int, K: int, sm_count: int) ->
     return by_shape.get((128, _NARROW_TILE_N, "coop", "streamk"))
 
 
-def _stream_k_slots(tiles: int, sm_count: int) -> int:
-    """The SM slots that ``tiles`` unsplit stream-K tiles take: whole waves where CUTLASS's stream-K scheduler runs
-    them as whole tiles (they make whole waves, or their last wave is at least half full), else the tiles (it
-    spreads the last wave's tiles over every SM)."""
+def _stream_k_spreads(tiles: int, sm_count: int) -> bool:
+    """Whether CUTLASS's stream-K scheduler spreads ``tiles`` unsplit tiles' last wave over every SM (it is under half
+    full), rather than running them as whole tiles (whole waves, or a last wave at least half full)."""
     last = tiles % sm_count
-    return math.ceil(tiles / sm_count) * sm_count if last == 0 or 2 * last >= sm_count else tiles
+    return last != 0 and 2 * last < sm_count
+
+
+def _stream_k_slots(tiles: int, sm_count: int) -> int:
+    """The SM slots that ``tiles`` unsplit stream-K tiles take: the tiles where stream-K spreads them
+    (_stream_k_spreads), else whole waves."""
+    return tiles if _stream_k_spreads(tiles, sm_count) else math.ceil(tiles / sm_count) * sm_count
 
 
 def _wide_three_token_tiles_pay(M: int, N: int, K: int, sm_count: int) -> bool:
@@ -514,10 +519,10 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
 
 
 def _spread_beats_split(tiles: int, split: int, K: int, sm_count: int) -> bool:
-    """Whether ``tiles`` stream-K tiles run faster unsplit, spread over every SM by CUTLASS's stream-K scheduler
-    (fewer tiles than half the SMs), than split ``split`` ways (see _STREAM_K_SPREAD_COST_K_TILES): at two to four SMs
-    a tile, where the split's idle SMs cost more k-tiles than the spread's fixups."""
-    return (split > 1 and 2 * tiles < sm_count < 4 * tiles
+    """Whether ``tiles`` stream-K tiles of one wave run faster unsplit, spread over every SM (_stream_k_spreads), than
+    split ``split`` ways (see _STREAM_K_SPREAD_COST_K_TILES): at two to four SMs a tile, where the split's idle SMs
+    cost more k-tiles than the spread's fixups."""
+    return (split > 1 and tiles < sm_count < 4 * tiles and _stream_k_spreads(tiles, sm_count)
             and K // TILE_K * (1 / split - tiles / sm_count) >= _STREAM_K_SPREAD_COST_K_TILES)
 
 
