@@ -73,9 +73,7 @@ def tp_table(floor_paths: str, grid_paths: list[str]) -> str:
     file's shapes."""
     floor, ours_bench = {}, {}
     shards: set = set()
-    if floor_paths == "-":
-        shards = {key[:2] for key in _peer_times(grid_paths[0])}
-    for floor_path in floor_paths.split(",") if floor_paths != "-" else ():
+    for floor_path in [] if floor_paths == "-" else floor_paths.split(","):
         run_floor, run_ours = {}, {}
         for rec in json.load(open(floor_path))["results"]:
             key = (rec["K"], rec["N"], rec["M"])
@@ -90,7 +88,9 @@ def tp_table(floor_paths: str, grid_paths: list[str]) -> str:
     # ratio never mixes two runs.
     cells: dict = {}
     for p in grid_paths:
-        cells.update({key: peers for key, peers in _peer_times(p).items() if key[:2] in shards})
+        times = _peer_times(p)
+        shards = shards or {key[:2] for key in times}  # "-": the first peers file's shapes
+        cells.update({key: peers for key, peers in times.items() if key[:2] in shards})
     out = ["| K x N | M | mixgemm | best other peer | mixgemm / best | mixgemm / read floor |",
            "|---|---|---|---|---|---|"]
     won = total = 0
