@@ -1,0 +1,264 @@
+// What the sm90 path's split-K reduction costs: one stream-K config (fp16 x int4 with zero points, group 128) split
+// K ways, timed as shipped and with its reduction hollowed out, on the same random data. Timing only: the hollow
+// variants compute wrong outputs on purpose.
+//   shipped    the split-K fixup of self_resetting_stream_k.cuh: splits 0..s-2 store their fp32 partial tiles, the
+//              last split waits for them on the tile's flag and adds them before its epilogue, one float per
+//              instruction (CUTLASS's BlockStripedReduce);
+//   vector     the same in 16-byte pieces (float4 i of thread t at i x 128 + t), a quarter of the instructions;
+//   store-only as vector, but the last split adds nothing: vector minus store-only is what the loads cost;
+//   load-only  as vector, but no partial is stored (the last split loads what an earlier launch left, which the
+//              rotated weights may have pushed out of L2);
+//   sync-only  the same arrivals and wait, no partial stored or loaded: shipped minus sync-only is what moving the
+//              partials through L2 costs;
+//   none       no arrival, no wait: sync-only minus none is the wait itself (how far the splits finish apart).
+// Timed as tools/sm90_mainloop_ab.cu times: blocks of back-to-back launches, weight copies rotated past L2, the
+// order rotating each round; prints each variant's median time and the median of its per-round ratio to shipped.
+// One tile per build (docs/perf-notes/2026-11-27-sm90-split-k-fixup-cost.md has what it printed):
+//   nvcc -O3 -DNDEBUG -std=c++17 --expt-relaxed-constexpr --generate-code=arch=compute_90a,code=[sm_90a] -I cpp \
+//        -I $CUTLASS_INCLUDE -DAB_TILE_M=256 -DAB_TILE_N=128 tools/sm90_split_fixup_ab.cu -o /tmp/fixup_ab
+//   /tmp/fixup_ab 8192x2560:512:3 8192x5120:256:3      # KxN:M:split
+// Options from the environment: AB_ROUNDS (default 11).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "mixgemm/sm90/launch.cuh"
+
+#ifndef AB_TILE_M
+#error "define AB_TILE_M and AB_TILE_N (tokens x weight columns of a cooperative stream-K tile; see the header)"
+#endif
+
+namespace ab {
+
+enum Fixup : int { kVector = 1, kStoreOnly = 2, kLoadOnly = 3, kSyncOnly = 4, kNone = 5 };
+
+// The shipped scheduler with fixup() replaced; every other member is the shipped one's.
+template <class TileShape, class ClusterShape, int kMode>
+class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape> {
+  using Shipped = mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape>;
+  using StreamK = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
+
+ public:
+  using Shipped::Shipped;
+
+  template <class FrgTensorC>
+  CUTLASS_DEVICE static void fixup(typename Shipped::Params const& params, typename Shipped::WorkTileInfo const& work,
+                                   FrgTensorC& acc, uint32_t num_barriers, uint32_t barrier_idx) {
+    if (kMode == kNone || !StreamK::requires_fixup(params, work)) return;
+    constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
+    using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
+    const int flag = static_cast<int>(StreamK::output_tile_index(params, work) * num_barriers + barrier_idx);
+    const int thread = static_cast<int>(threadIdx.x % Barriers::ThreadCount);
+    if constexpr (kMode == kVector || kMode == kStoreOnly || kMode == kLoadOnly) {  // split-K in one wave
+      constexpr int kPieces = cute::size(FrgTensorC{}) / 4;
+      const uint64_t tile = StreamK::output_tile_index(params, work);
+      const uint32_t splits = params.divmod_splits_.divisor, base = params.divmod_k_tiles_per_sk_unit_.divisor;
+      const uint32_t big = params.big_units_, k = static_cast<uint32_t>(work.K_idx);
+      const uint32_t split = k < big * (base + 1) ? k / (base + 1) : big + (k - big * (base + 1)) / base;
+      auto partial = [&](uint64_t index) {
+        return reinterpret_cast<float*>(params.reduction_workspace_) +
+               index * cute::size<0>(TileShape{}) * cute::size<1>(TileShape{}) +
+               cute::size(FrgTensorC{}) * barrier_idx * Barriers::ThreadCount;
+      };
+      float* frag = reinterpret_cast<float*>(acc.data());
+      if (!StreamK::compute_epilogue(work, params)) {
+        float* out = partial(tile * (splits - 1) + split);
+        if constexpr (kMode != kLoadOnly) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < kPieces; ++i)
+            __stcg(reinterpret_cast<float4*>(out) + i * Barriers::ThreadCount + thread,
+                   make_float4(frag[4 * i], frag[4 * i + 1], frag[4 * i + 2], frag[4 * i + 3]));
+        }
+        Barriers::arrive_inc(barrier_idx, params.locks, thread, flag, 1);
+      } else {
+        Barriers::wait_eq(barrier_idx, params.locks, thread, flag, static_cast<int>(splits - 1));
+        for (uint32_t s = 0; s + 1 < splits && kMode != kStoreOnly; ++s) {
+          const float4* in = reinterpret_cast<const float4*>(partial(tile * (splits - 1) + s));
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < kPieces; ++i) {
+            const float4 v = __ldcg(in + i * Barriers::ThreadCount + thread);
+            frag[4 * i] += v.x, frag[4 * i + 1] += v.y, frag[4 * i + 2] += v.z, frag[4 * i + 3] += v.w;
+          }
+        }
+        if (thread == 0) params.locks[flag] = 0;
+      }
+      return;
+    }
+    if (!StreamK::compute_epilogue(work, params)) {
+      Barriers::arrive_inc(barrier_idx, params.locks, thread, flag, 1);
+    } else {
+      Barriers::wait_eq(barrier_idx, params.locks, thread, flag, static_cast<int>(params.divmod_splits_.divisor - 1));
+      if (thread == 0) params.locks[flag] = 0;
+    }
+  }
+};
+
+template <int kMode>
+struct HollowFixupTag {};
+
+}  // namespace ab
+
+namespace cutlass::gemm::kernel::detail {
+template <int kMode, class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<ab::HollowFixupTag<kMode>, arch::Sm90, TileShape, ClusterShape, Stages> {
+  using Scheduler = ab::HollowFixup<TileShape, ClusterShape, kMode>;
+};
+}  // namespace cutlass::gemm::kernel::detail
+
+namespace {
+using namespace mixgemm;
+using namespace mixgemm::sm90;
+
+using Shipped = KernelTypes<ActType::kFloat16, 4, QuantMode::kScaleOffset, AB_TILE_M, AB_TILE_N, 1, 1,
+                            Schedule::kCooperative, Scheduler::kStreamK>;
+
+template <int kMode>
+struct Hollow : Shipped {
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Shipped::CollectiveMainloop,
+                                                      Shipped::CollectiveEpilogue, ab::HollowFixupTag<kMode>>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+constexpr int kGroup = 128;
+constexpr size_t kRotatedBytes = size_t(256) << 20;  // weight copies past the 50 MB L2, as the bench protocol
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    exit(1);
+  }
+}
+
+template <class T>
+T* upload(const std::vector<T>& host, size_t copies = 1) {
+  T* dev;
+  check(cudaMalloc(&dev, host.size() * sizeof(T) * copies), "cudaMalloc");
+  for (size_t c = 0; c < copies; ++c)
+    check(cudaMemcpy(dev + c * host.size(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "copy");
+  return dev;
+}
+
+void run_cell(int K, int N, int M, int split, int rounds) {
+  std::mt19937 rng(K * 31 + N * 7 + M);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<uint32_t> codes(size_t(K) * N / 8);  // 8 int4 codes per word, any layout: the data is random
+  for (auto& w : codes) w = rng();
+  std::vector<cutlass::half_t> x(size_t(M) * K), scales(size_t(K / kGroup) * N), offsets(scales.size());
+  for (auto& v : x) v = cutlass::half_t(uniform(rng));
+  for (auto& v : scales) v = cutlass::half_t(0.01f + 0.01f * std::abs(uniform(rng)));
+  for (auto& v : offsets) v = cutlass::half_t(0.05f * uniform(rng));
+  const size_t weight_bytes = codes.size() * 4;
+  const size_t copies = std::max<size_t>(1, kRotatedBytes / weight_bytes);
+  uint32_t* w = upload(codes, copies);
+  cutlass::half_t *dx = upload(x), *ds = upload(scales), *dz = upload(offsets), *y, *y_vector;
+  check(cudaMalloc(&y, size_t(M) * N * 2), "cudaMalloc");
+  check(cudaMalloc(&y_vector, size_t(M) * N * 2), "cudaMalloc");
+  check(cudaMemset(y, 0xff, size_t(M) * N * 2), "poison");  // NaN patterns: a tile left unwritten shows
+  check(cudaMemset(y_vector, 0x7f, size_t(M) * N * 2), "poison");
+
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  Args a;
+  a.A = dx, a.B = w, a.scales = ds, a.offsets = dz, a.D = y;
+  a.M = M, a.N = N, a.K = K, a.group_size = kGroup, a.device_sm_count = sms, a.split_k = split;
+  const Workspace need = workspace<Shipped>(a);  // the hollow variants need no more: same decomposition
+  a.workspace_bytes = need.bytes;
+  a.lock_count = need.locks;
+  if (a.workspace_bytes) check(cudaMalloc(&a.workspace, a.workspace_bytes), "workspace");
+  if (a.lock_count) {
+    check(cudaMalloc(&a.locks, a.lock_count * 4), "locks");
+    check(cudaMemset(a.locks, 0, a.lock_count * 4), "locks");  // every variant leaves them zero
+  }
+
+  // Shipped and vector add the same partials in the same order: their outputs must agree bit for bit.
+  Args b = a;
+  b.D = y_vector;
+  launch<Shipped>(a, nullptr);
+  launch<Hollow<ab::kVector>>(b, nullptr);
+  check(cudaDeviceSynchronize(), "first launches");
+  std::vector<uint16_t> h(size_t(M) * N), h_vector(h.size());
+  check(cudaMemcpy(h.data(), y, h.size() * 2, cudaMemcpyDeviceToHost), "copy back");
+  check(cudaMemcpy(h_vector.data(), y_vector, h.size() * 2, cudaMemcpyDeviceToHost), "copy back");
+  size_t differing = 0;
+  for (size_t i = 0; i < h.size(); ++i) differing += h[i] != h_vector[i];
+
+  // About 10 ms of work per block, at least 10 launches.
+  const int launches = std::clamp(int(10e-3 / (2.0 * M * N * K / 400e12 + 5e-6)), 10, 200);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  auto time_block = [&](auto launch_one) {
+    Args args = a;
+    cudaEventRecord(start);
+    for (int i = 0; i < launches; ++i) {
+      args.B = reinterpret_cast<const char*>(w) + (i % copies) * weight_bytes;
+      launch_one(args);
+    }
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    return 1000.f * ms / launches;
+  };
+  // The variants in print order: shipped first (the ratios' denominator).
+  const char* names[] = {"shipped", "vector", "store-only", "load-only", "sync-only", "none"};
+  auto time_variant = [&](int v) {
+    switch (v) {
+      case 0: return time_block([](const Args& args) { launch<Shipped>(args, nullptr); });
+      case 1: return time_block([](const Args& args) { launch<Hollow<ab::kVector>>(args, nullptr); });
+      case 2: return time_block([](const Args& args) { launch<Hollow<ab::kStoreOnly>>(args, nullptr); });
+      case 3: return time_block([](const Args& args) { launch<Hollow<ab::kLoadOnly>>(args, nullptr); });
+      case 4: return time_block([](const Args& args) { launch<Hollow<ab::kSyncOnly>>(args, nullptr); });
+      default: return time_block([](const Args& args) { launch<Hollow<ab::kNone>>(args, nullptr); });
+    }
+  };
+  constexpr int kVariants = 6;
+  for (int v = 0; v < kVariants; ++v) time_variant(v);  // warm-up
+  std::vector<float> t[kVariants], ratio[kVariants];
+  for (int r = 0; r < rounds; ++r) {
+    float us[kVariants];
+    for (int j = 0; j < kVariants; ++j) {  // the order rotates with the round
+      const int v = (j + r) % kVariants;
+      us[v] = time_variant(v);
+    }
+    for (int v = 0; v < kVariants; ++v) t[v].push_back(us[v]), ratio[v].push_back(us[v] / us[0]);
+  }
+  check(cudaDeviceSynchronize(), "timing");
+  for (auto& v : t) std::sort(v.begin(), v.end());
+  for (auto& v : ratio) std::sort(v.begin(), v.end());
+  const int mid = rounds / 2;
+  printf("%dx%d_coop_streamk zp %5dx%-5d M=%-4d split %d", AB_TILE_M, AB_TILE_N, K, N, M, split);
+  for (int v = 0; v < kVariants; ++v) {
+    printf("  %s %.2f us", names[v], t[v][mid]);
+    if (v) printf(" (%.3f [%.3f..%.3f])", ratio[v][mid], ratio[v].front(), ratio[v].back());
+  }
+  printf("  shipped vs vector: %zu outputs differ\n", differing);
+  fflush(stdout);
+  for (void* p : {(void*)w, (void*)dx, (void*)ds, (void*)dz, (void*)y, (void*)y_vector, a.workspace, (void*)a.locks})
+    if (p) cudaFree(p);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = getenv("AB_ROUNDS") ? atoi(getenv("AB_ROUNDS")) : 11;
+  if (argc < 2 || rounds < 1) {
+    fprintf(stderr, "usage: %s KxN:M:split [KxN:M:split ...]   (AB_ROUNDS >= 1)\n", argv[0]);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    int K, N, M, split;
+    if (sscanf(argv[i], "%dx%d:%d:%d", &K, &N, &M, &split) != 4 || K % kGroup || N % AB_TILE_N || M < 1 ||
+        split < 2) {
+      fprintf(stderr, "cell %s: want KxN:M:split with K a multiple of %d, N of the tile's %d columns, split >= 2\n",
+              argv[i], kGroup, AB_TILE_N);
+      return 2;
+    }
+    run_cell(K, N, M, split, rounds);
+  }
+  return 0;
+}
