@@ -85,12 +85,16 @@ def test_tp_table_of_record():
 
 
 def test_h200_tp_table_of_record():
-    # No bench run on the H200: no floor file ("-"), the shards are the peers file's shapes (8192x28672's rows
-    # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only).
-    table = _record_tool().tp_table("-", [str(ROOT / "benchmarks" / "2026-11-27-h200-tp-shards-peers.json")])
-    assert "in 78 of 92 cells" in table
+    # No bench run on the H200: no floor file ("-"), the shards are the first peers file's shapes (8192x28672's rows
+    # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only there). The second file, a later run of
+    # 8192x7168 at M = 128..1024 beside cuBLAS and Machete, completes the table.
+    runs = [str(ROOT / "benchmarks" / name) for name in ("2026-11-27-h200-tp-shards-peers.json",
+                                                          "2026-11-27-h200-tp-8192x7168-m128-1024-peers.json")]
+    table = _record_tool().tp_table("-", runs)
+    assert "in 81 of 96 cells" in table
     assert "| 8192x1280 | 128 | 12.3 | 11.0 cublas_fp16 | 1.120 **behind** | - |" in table
-    assert "| 8192x7168 | 64 |" in table and "| 8192x7168 | 128 |" not in table
+    assert "| 8192x7168 | 64 | 22.6 | 27.1 machete[sym] | 0.837 | - |" in table  # from the first file
+    assert "| 8192x7168 | 512 | 86.2 | 90.5 cublas_fp16 | 0.952 | - |" in table  # from the second
     assert "| 8192x28672 | 1024 |" in table
     body = table.rsplit("\n", 1)[0].strip()  # BENCHMARKS.md states the count in its own sentence
     assert body in (ROOT / "BENCHMARKS.md").read_text()
