@@ -2,8 +2,9 @@
 // K ways, timed as shipped and with its reduction hollowed out, on the same random data. Timing only: the hollow
 // variants compute wrong outputs on purpose.
 //   shipped    the split-K fixup of self_resetting_stream_k.cuh: splits 0..s-2 store their fp32 partial tiles, the
-//              last split waits for them on the tile's flag and adds them before its epilogue, one float per
-//              instruction (CUTLASS's BlockStripedReduce);
+//              last split (with 2-3 splits, 4 k-tiles longer than the others: split_k_tiles) waits for them on the
+//              tile's flag and adds them before its epilogue, one float per instruction (CUTLASS's
+//              BlockStripedReduce);
 //   vector     the same in 16-byte pieces (float4 i of thread t at i x 128 + t), a quarter of the instructions;
 //   store-only as vector, but the last split adds nothing: vector minus store-only is what the loads cost;
 //   load-only  as vector, but no partial is stored (the last split loads what an earlier launch left, which the
@@ -17,14 +18,17 @@
 //   nvcc -O3 -DNDEBUG -std=c++17 --expt-relaxed-constexpr --generate-code=arch=compute_90a,code=[sm_90a] -I cpp \
 //        -I $CUTLASS_INCLUDE -DAB_TILE_M=256 -DAB_TILE_N=128 tools/sm90_split_fixup_ab.cu -o /tmp/fixup_ab
 //   /tmp/fixup_ab 8192x2560:512:3 8192x5120:256:3      # KxN:M:split
-// Options from the environment: AB_ROUNDS (default 11).
+// Options from the environment: AB_ROUNDS (default 11); AB_EXTRAS=0,4,8 times shipped alone with the last split
+// running that many k-tiles more than the others (Args::last_split_extra_k_tiles).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mixgemm/sm90/launch.cuh"
@@ -57,9 +61,8 @@ class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, Cluste
     if constexpr (kMode == kVector || kMode == kStoreOnly || kMode == kLoadOnly) {  // split-K in one wave
       constexpr int kPieces = cute::size(FrgTensorC{}) / 4;
       const uint64_t tile = StreamK::output_tile_index(params, work);
-      const uint32_t splits = params.divmod_splits_.divisor, base = params.divmod_k_tiles_per_sk_unit_.divisor;
-      const uint32_t big = params.big_units_, k = static_cast<uint32_t>(work.K_idx);
-      const uint32_t split = k < big * (base + 1) ? k / (base + 1) : big + (k - big * (base + 1)) / base;
+      const uint32_t splits = params.divmod_splits_.divisor;
+      const uint32_t split = static_cast<uint32_t>(work.K_idx) / params.first_split_k_tiles;
       auto partial = [&](uint64_t index) {
         return reinterpret_cast<float*>(params.reduction_workspace_) +
                index * cute::size<0>(TileShape{}) * cute::size<1>(TileShape{}) +
@@ -143,7 +146,7 @@ T* upload(const std::vector<T>& host, size_t copies = 1) {
   return dev;
 }
 
-void run_cell(int K, int N, int M, int split, int rounds) {
+void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>& extras) {
   std::mt19937 rng(K * 31 + N * 7 + M);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   std::vector<uint32_t> codes(size_t(K) * N / 8);  // 8 int4 codes per word, any layout: the data is random
@@ -205,36 +208,52 @@ void run_cell(int K, int N, int M, int split, int rounds) {
     cudaEventElapsedTime(&ms, start, stop);
     return 1000.f * ms / launches;
   };
-  // The variants in print order: shipped first (the ratios' denominator).
-  const char* names[] = {"shipped", "vector", "store-only", "load-only", "sync-only", "none"};
-  auto time_variant = [&](int v) {
-    switch (v) {
-      case 0: return time_block([](const Args& args) { launch<Shipped>(args, nullptr); });
-      case 1: return time_block([](const Args& args) { launch<Hollow<ab::kVector>>(args, nullptr); });
-      case 2: return time_block([](const Args& args) { launch<Hollow<ab::kStoreOnly>>(args, nullptr); });
-      case 3: return time_block([](const Args& args) { launch<Hollow<ab::kLoadOnly>>(args, nullptr); });
-      case 4: return time_block([](const Args& args) { launch<Hollow<ab::kSyncOnly>>(args, nullptr); });
-      default: return time_block([](const Args& args) { launch<Hollow<ab::kNone>>(args, nullptr); });
-    }
+  // The variants in print order, the first the ratios' denominator: with AB_EXTRAS (a comma list of k-tiles), shipped
+  // with the last split running that many k-tiles more than the others (Args::last_split_extra_k_tiles); else shipped
+  // and the reduction's variants.
+  struct Variant {
+    std::string name;
+    std::function<float()> time;
   };
-  constexpr int kVariants = 6;
-  for (int v = 0; v < kVariants; ++v) time_variant(v);  // warm-up
-  std::vector<float> t[kVariants], ratio[kVariants];
+  std::vector<Variant> variants;
+  for (int extra : extras)
+    variants.push_back({"extra " + std::to_string(extra), [&, extra] {
+                          return time_block([extra](Args args) {
+                            args.last_split_extra_k_tiles = extra;
+                            launch<Shipped>(args, nullptr);
+                          });
+                        }});
+  if (extras.empty()) {
+    variants.push_back({"shipped", [&] { return time_block([](Args args) { launch<Shipped>(args, nullptr); }); }});
+    variants.push_back(
+        {"vector", [&] { return time_block([](Args args) { launch<Hollow<ab::kVector>>(args, nullptr); }); }});
+    variants.push_back(
+        {"store-only", [&] { return time_block([](Args args) { launch<Hollow<ab::kStoreOnly>>(args, nullptr); }); }});
+    variants.push_back(
+        {"load-only", [&] { return time_block([](Args args) { launch<Hollow<ab::kLoadOnly>>(args, nullptr); }); }});
+    variants.push_back(
+        {"sync-only", [&] { return time_block([](Args args) { launch<Hollow<ab::kSyncOnly>>(args, nullptr); }); }});
+    variants.push_back(
+        {"none", [&] { return time_block([](Args args) { launch<Hollow<ab::kNone>>(args, nullptr); }); }});
+  }
+  const int n = static_cast<int>(variants.size());
+  for (auto& v : variants) v.time();  // warm-up
+  std::vector<std::vector<float>> t(n), ratio(n);
   for (int r = 0; r < rounds; ++r) {
-    float us[kVariants];
-    for (int j = 0; j < kVariants; ++j) {  // the order rotates with the round
-      const int v = (j + r) % kVariants;
-      us[v] = time_variant(v);
+    std::vector<float> us(n);
+    for (int j = 0; j < n; ++j) {  // the order rotates with the round
+      const int v = (j + r) % n;
+      us[v] = variants[v].time();
     }
-    for (int v = 0; v < kVariants; ++v) t[v].push_back(us[v]), ratio[v].push_back(us[v] / us[0]);
+    for (int v = 0; v < n; ++v) t[v].push_back(us[v]), ratio[v].push_back(us[v] / us[0]);
   }
   check(cudaDeviceSynchronize(), "timing");
   for (auto& v : t) std::sort(v.begin(), v.end());
   for (auto& v : ratio) std::sort(v.begin(), v.end());
   const int mid = rounds / 2;
   printf("%dx%d_coop_streamk zp %5dx%-5d M=%-4d split %d", AB_TILE_M, AB_TILE_N, K, N, M, split);
-  for (int v = 0; v < kVariants; ++v) {
-    printf("  %s %.2f us", names[v], t[v][mid]);
+  for (int v = 0; v < n; ++v) {
+    printf("  %s %.2f us", variants[v].name.c_str(), t[v][mid]);
     if (v) printf(" (%.3f [%.3f..%.3f])", ratio[v][mid], ratio[v].front(), ratio[v].back());
   }
   printf("  shipped vs vector: %zu outputs differ\n", differing);
@@ -246,6 +265,10 @@ void run_cell(int K, int N, int M, int split, int rounds) {
 
 int main(int argc, char** argv) {
   const int rounds = getenv("AB_ROUNDS") ? atoi(getenv("AB_ROUNDS")) : 11;
+  std::vector<int> extras;
+  if (const char* list = getenv("AB_EXTRAS"))
+    for (const char* p = list; *p; p += *p == ',')
+      extras.push_back(static_cast<int>(strtol(p, const_cast<char**>(&p), 10)));
   if (argc < 2 || rounds < 1) {
     fprintf(stderr, "usage: %s KxN:M:split [KxN:M:split ...]   (AB_ROUNDS >= 1)\n", argv[0]);
     return 2;
@@ -258,7 +281,7 @@ int main(int argc, char** argv) {
               argv[i], kGroup, AB_TILE_N);
       return 2;
     }
-    run_cell(K, N, M, split, rounds);
+    run_cell(K, N, M, split, rounds, extras);
   }
   return 0;
 }

@@ -46,11 +46,13 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
 
   struct Arguments : Base::Arguments {
     Lock* locks = nullptr;  // lock_count() flags, all zero before the launch; zero again after it
+    int last_split_extra_k_tiles = -1;  // split-K within one wave: see split_k_tiles; -1: the rule below
   };
 
   struct Params : Base::Params {
     Lock* locks = nullptr;
     bool partial_per_split = false;  // split-K with every unit in one wave: see fixup
+    uint32_t first_split_k_tiles = 0;  // partial_per_split: k-tiles of each split but the last (split_k_tiles)
   };
 
   template <class ProblemShape>
@@ -68,6 +70,12 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
     const uint64_t splits = params.divmod_splits_.divisor;
     params.partial_per_split =
         splits > 1 && params.units_per_problem_ * splits <= static_cast<uint64_t>(grid.x) * grid.y * grid.z;
+    if (params.partial_per_split) {
+      const uint32_t k_tiles = params.divmod_tiles_per_output_tile_.divisor;
+      const int extra = args.last_split_extra_k_tiles >= 0 ? args.last_split_extra_k_tiles
+                                                           : last_split_extra_k_tiles(static_cast<uint32_t>(splits));
+      params.first_split_k_tiles = first_split_k_tiles(k_tiles, static_cast<uint32_t>(splits), extra);
+    }
     return params;
   }
 
@@ -94,14 +102,24 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   }
 
   CUTLASS_HOST_DEVICE SelfResettingStreamK() {}
-  CUTLASS_DEVICE explicit SelfResettingStreamK(Params const& params) : Base(params), unit_(first_unit(params)) {}
+  CUTLASS_DEVICE explicit SelfResettingStreamK(Params const& params)
+      : Base(params),
+        unit_(first_unit(params)),
+        first_split_k_tiles_(params.partial_per_split ? params.first_split_k_tiles : 0) {}
 
-  // The next unit of this CTA: the base's, with unit_ kept in step (see is_last_tile). The kernel's
-  // pipelined overload only forwards here, as the base's does.
+  // The CTA's first unit: the base's, with split-K's k-tiles laid out by split_k_tiles.
+  template <class ClusterShapeT>
+  CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShapeT cluster_shape) {
+    return split_k_tiles(Base::initial_work_tile_info(cluster_shape));
+  }
+
+  // The next unit of this CTA: the base's, with unit_ kept in step (see is_last_tile) and split-K's k-tiles laid
+  // out by split_k_tiles. The kernel's pipelined overload only forwards here, as the base's does.
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work) {
     WorkTileInfo probe = work;  // continue_current_work moves its argument on to the unit's next tile
     if (!Base::continue_current_work(probe)) unit_ += grid_units();
-    return Base::fetch_next_work(work);
+    auto [next, increment] = Base::fetch_next_work(work);
+    return cute::make_tuple(split_k_tiles(next), increment);
   }
   template <class Pipeline, class PipelineState>
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work, Pipeline&, PipelineState) {
@@ -150,10 +168,11 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // Split-K whose units all run at once (tiles x splits <= the persistent grid; the only split-K the
   // dispatcher picks): the splits do not wait for each other. Split s < splits - 1 stores its
   // accumulators to its own partial tile and counts itself on the flag; the last split, which runs the
-  // epilogue, waits for splits - 1 arrivals, then adds the partials in split order to its accumulators
-  // and resets the flag. Since the splits finish together, CUTLASS's chain (each split waits for the
-  // previous one, adds into one partial, signals the next) made them take turns: 4096x4096 at M = 128
-  // split 4 took 20.2 us with it, 17.0 without (H100, docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md).
+  // epilogue (and, with 2-3 splits, a few k-tiles more than the others: split_k_tiles), waits for splits - 1
+  // arrivals, then adds the partials in split order to its accumulators and resets the flag. Since the
+  // splits finish together, CUTLASS's chain (each split waits for the previous one, adds into one partial,
+  // signals the next) made them take turns: 4096x4096 at M = 128 split 4 took 20.2 us with it, 17.0
+  // without (H100, docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md).
   //
   // Split-K over several waves, and stream-K (units that start or end inside a tile, a varying number
   // per tile): CUTLASS's serial chain, since a tile's units then finish at different times anyway and one
@@ -190,12 +209,8 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
 
     const uint32_t splits = params.divmod_splits_.divisor;
     if (params.partial_per_split) {
-      // This unit's split: the first big_units_ splits run one k-tile more than the others (CUTLASS's
-      // split-K assignment), so split s starts at s * base + min(s, big).
-      const uint32_t base = params.divmod_k_tiles_per_sk_unit_.divisor;
-      const uint32_t big = params.big_units_;
-      const uint32_t k = static_cast<uint32_t>(work.K_idx);
-      const uint32_t split = k < big * (base + 1) ? k / (base + 1) : big + (k - big * (base + 1)) / base;
+      // This unit's split: split s < splits - 1 starts at s * first_split_k_tiles (split_k_tiles).
+      const uint32_t split = static_cast<uint32_t>(work.K_idx) / params.first_split_k_tiles;
       const uint64_t first = tile * (splits - 1);  // the tile's partials: splits 0 .. splits - 2
       if (!last) {
         Striped::store(partial(first + split), fragment, thread);
@@ -225,6 +240,41 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   }
 
  private:
+  // Split-K within one wave: how many k-tiles more than each of the others the last split runs. The others store their
+  // partial tiles and signal while the last one still runs its k-loop, so part of the stores and of the wait for the
+  // slowest split leaves the critical path (with even splits they took 9%-14% of such kernels). The A/B of
+  // tools/sm90_split_fixup_ab.cu (H100, 4 against 0 extra k-tiles; docs/perf-notes/
+  // 2026-11-27-sm90-split-k-fixup-cost.md): 0.983x-0.989x on 256 x 128 and 128 x 128 tiles split 3 ways (K = 8192),
+  // 0.966x / 0.982x on 128 x 128 / 64 x 128 split 2 ways (K = 4096), 1.003x-1.004x on 64 x 128 split 3 ways. More
+  // hid no more: 6 and 8 extra k-tiles took 0.997x-1.007x on the splits of 3 of the larger tiles, 12 took 1.06x.
+  // Splits of 4 and more: 64 x 128 split 6 took 1.02x-1.07x with 4, so none.
+  static int last_split_extra_k_tiles(uint32_t splits) { return splits <= 3 ? 4 : 0; }
+
+  // k-tiles of each split but the last, for `extra` more in the last one (none where the tile's k-tiles leave each
+  // split fewer than one).
+  static uint32_t first_split_k_tiles(uint32_t k_tiles, uint32_t splits, int extra) {
+    const uint32_t spare = static_cast<uint32_t>(extra) < k_tiles ? k_tiles - static_cast<uint32_t>(extra) : 0;
+    return spare >= splits ? spare / splits : k_tiles / splits;
+  }
+
+  // `work` (as the base assigns it) with split-K's k-tiles laid out as partial_per_split wants them: split s < S - 1
+  // runs k-tiles [s a, (s + 1) a) of its tile, the last split the rest, a = first_split_k_tiles_. (CUTLASS gives
+  // the first splits one k-tile more than the others instead.) The base's split is read off its K_idx: its splits
+  // start at s * base + min(s, big).
+  CUTLASS_DEVICE WorkTileInfo split_k_tiles(WorkTileInfo work) const {
+    if (first_split_k_tiles_ == 0 || !work.is_valid()) return work;
+    auto const& params = this->scheduler_params;
+    const uint32_t splits = params.divmod_splits_.divisor, k_tiles = params.divmod_tiles_per_output_tile_.divisor;
+    const uint32_t base = params.divmod_k_tiles_per_sk_unit_.divisor, big = params.big_units_;
+    const uint32_t k = static_cast<uint32_t>(work.K_idx);
+    const uint32_t split = k < big * (base + 1) ? k / (base + 1) : big + (k - big * (base + 1)) / base;
+    const uint32_t a = first_split_k_tiles_;
+    work.K_idx = static_cast<int32_t>(split * a);
+    work.k_tile_count = split + 1 < splits ? a : k_tiles - split * a;
+    work.k_tile_remaining = work.k_tile_count;  // one tile a unit
+    return work;
+  }
+
   // Floats of one partial tile.
   static constexpr uint64_t kTileElements = cute::size<0>(TileShape{}) * cute::size<1>(TileShape{});
 
@@ -238,6 +288,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   CUTLASS_DEVICE static uint64_t grid_units() { return uint64_t(gridDim.x) * gridDim.y * gridDim.z; }
 
   uint64_t unit_ = 0;  // the linear index of the CTA's current unit
+  uint32_t first_split_k_tiles_ = 0;  // Params::first_split_k_tiles where partial_per_split, else 0 (no relayout)
 };
 
 }  // namespace mixgemm::sm90

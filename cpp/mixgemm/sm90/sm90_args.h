@@ -76,6 +76,9 @@ struct Args {
   // into split_k runs of whole k-tiles on split_k CTAs; the splits add their fp32 partials in the
   // workspace in split order (CUTLASS's deterministic reduction mode), the last one runs the epilogue.
   int split_k = 1;
+  // Split-K within one wave: how many more k-tiles the last split runs than each of the others; -1: the scheduler's
+  // rule (self_resetting_stream_k.cuh). A tuning knob for tools/sm90_split_fixup_ab.cu; the library leaves it at -1.
+  int last_split_extra_k_tiles = -1;
 };
 
 }  // namespace mixgemm::sm90
