@@ -62,14 +62,15 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-27-h100-m16-bandwidth-split-tp-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-m128-two-ahead-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-tall-split-peers.json"),
-                                     str(b / "2026-11-27-h100-tp-narrow-split-6-peers.json")])
-    assert "in 86 of 96 cells" in table
-    # The last run re-timed the narrow shards at M = 64 / 128 with splits of up to 6 (8192x1280 M = 128: 13.8 us,
-    # behind cuBLAS's 13.0, at split 4 before).
-    assert "| 8192x1280 | 128 | 12.1 | 12.9 cublas_fp16 | 0.943 | - |" in table
-    # The last run re-timed the narrow shards at M = 256..1024 after the rule that splits 256 x 128 tiles where
-    # only they fill the GPU (8192x1280 M = 1024 ran 80 ping-pong tiles at 41.3 us before).
-    assert "| 8192x1280 | 1024 | 37.9 | 42.0 cublas_fp16 | 0.902 | - |" in table
+                                     str(b / "2026-11-27-h100-tp-narrow-split-6-peers.json"),
+                                     str(b / "2026-11-27-h100-tp-narrow-uneven-split-peers.json")])
+    assert "in 87 of 96 cells" in table
+    # The last run re-timed the narrow shards at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more
+    # (8192x5120 M = 256: 38.2 us beside cuBLAS's 38.2 before, behind by 0.2%), beside cuBLAS and Machete only.
+    assert "| 8192x5120 | 256 | 37.2 | 38.3 cublas_fp16 | 0.971 | - |" in table
+    assert "| 8192x1280 | 256 | 16.8 | 15.6 cublas_fp16 | 1.076 **behind** | - |" in table
+    # The run before it re-timed M = 64 with splits of up to 6 (the last run has no M = 64).
+    assert "| 8192x1280 | 64 | 11.7 | 12.6 cublas_fp16 | 0.928 | - |" in table
     # The last run re-timed the split-K shards at M = 16 (7168x8192: behind at 8 splits summed by a second kernel).
     assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.34x |" in table
     assert "| 7168x8192 | 1 | 13.1 | 15.9 ist_marlin[sym] | 0.825 | 1.14x |" in table  # M = 1: issue 34's floor
@@ -87,14 +88,16 @@ def test_tp_table_of_record():
 def test_h200_tp_table_of_record():
     # No bench run on the H200: no floor file ("-"), the shards are the first peers file's shapes (8192x28672's rows
     # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only there). The second file, a later run of
-    # 8192x7168 at M = 128..1024 beside cuBLAS and Machete, completes the table.
+    # 8192x7168 at M = 128..1024 beside cuBLAS and Machete, completes the table; the third re-times the narrow shards
+    # at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more.
     runs = [str(ROOT / "benchmarks" / name) for name in ("2026-11-27-h200-tp-shards-peers.json",
-                                                          "2026-11-27-h200-tp-8192x7168-m128-1024-peers.json")]
+                                                          "2026-11-27-h200-tp-8192x7168-m128-1024-peers.json",
+                                                          "2026-11-27-h200-tp-narrow-uneven-split-peers.json")]
     table = _record_tool().tp_table("-", runs)
-    assert "in 81 of 96 cells" in table
-    assert "| 8192x1280 | 128 | 12.3 | 11.0 cublas_fp16 | 1.120 **behind** | - |" in table
-    assert "| 8192x7168 | 64 | 22.6 | 27.1 machete[sym] | 0.837 | - |" in table  # from the first file
+    assert "in 80 of 96 cells" in table
+    assert "| 8192x1280 | 64 | 11.9 | 11.0 cublas_fp16 | 1.076 **behind** | - |" in table  # from the first file
     assert "| 8192x7168 | 512 | 86.2 | 90.5 cublas_fp16 | 0.952 | - |" in table  # from the second
+    assert "| 8192x1280 | 1024 | 37.4 | 37.1 cublas_fp16 | 1.008 **behind** | - |" in table  # from the third
     assert "| 8192x28672 | 1024 |" in table
     body = table.rsplit("\n", 1)[0].strip()  # BENCHMARKS.md states the count in its own sentence
     assert body in (ROOT / "BENCHMARKS.md").read_text()
