@@ -247,7 +247,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // 2026-11-27-sm90-split-k-fixup-cost.md): 0.983x-0.989x on 256 x 128 and 128 x 128 tiles split 3 ways (K = 8192),
   // 0.966x / 0.982x on 128 x 128 / 64 x 128 split 2 ways (K = 4096), 1.003x-1.004x on 64 x 128 split 3 ways. More
   // hid no more: 6 and 8 extra k-tiles took 0.997x-1.007x on the splits of 3 of the larger tiles, 12 took 1.06x.
-  // Splits of 4 and more: 64 x 128 split 6 took 1.02x-1.07x with 4, so none.
+  // Splits of 4 and more: 64 x 128 split 6 took 1.02x-1.07x with 4 (128 x 128 split 6 0.991x-0.998x), so none.
   static int last_split_extra_k_tiles(uint32_t splits) { return splits <= 3 ? 4 : 0; }
 
   // k-tiles of each split but the last, for `extra` more in the last one (none where the tile's k-tiles leave each
