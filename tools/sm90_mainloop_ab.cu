@@ -19,13 +19,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
-#include "mixgemm/sm90/launch.cuh"
+#include "sm90_ab_cell.cuh"
 
 #ifndef AB_TILE_M
 #error "define AB_TILE_M, AB_TILE_N, AB_SCHEDULE, AB_SCHEDULER and AB_ZEROS (see the header)"
@@ -37,6 +35,7 @@
 namespace {
 using namespace mixgemm;
 using namespace mixgemm::sm90;
+using namespace ab_cell;
 
 using Ours = KernelTypes<ActType::kFloat16, 4, AB_ZEROS ? QuantMode::kScaleOffset : QuantMode::kScale, AB_TILE_M,
                          AB_TILE_N, 1, 1, Schedule::AB_SCHEDULE, Scheduler::AB_SCHEDULER>;
@@ -51,98 +50,31 @@ struct Stock : Ours {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
-constexpr int kGroup = 128;
-constexpr size_t kRotatedBytes = size_t(256) << 20;  // weight copies past the 50 MB L2, as the bench protocol
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-  }
-}
-
-template <class T>
-T* upload(const std::vector<T>& host, size_t copies = 1) {
-  T* dev;
-  check(cudaMalloc(&dev, host.size() * sizeof(T) * copies), "cudaMalloc");
-  for (size_t c = 0; c < copies; ++c)
-    check(cudaMemcpy(dev + c * host.size(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "copy");
-  return dev;
-}
-
 void run_cell(int K, int N, int M, int rounds) {
-  std::mt19937 rng(K * 31 + N * 7 + M);
-  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  std::vector<uint32_t> codes(size_t(K) * N / 8);  // 8 int4 codes per word, any layout: the data is random
-  for (auto& w : codes) w = rng();
-  std::vector<cutlass::half_t> x(size_t(M) * K), scales(size_t(K / kGroup) * N), offsets(scales.size());
-  for (auto& v : x) v = cutlass::half_t(uniform(rng));
-  for (auto& v : scales) v = cutlass::half_t(0.01f + 0.01f * std::abs(uniform(rng)));
-  for (auto& v : offsets) v = cutlass::half_t(0.05f * uniform(rng));
-  const size_t weight_bytes = codes.size() * 4;
-  const size_t copies = std::max<size_t>(1, kRotatedBytes / weight_bytes);
-  uint32_t* w = upload(codes, copies);
-  cutlass::half_t *dx = upload(x), *ds = upload(scales), *dz = upload(offsets);
-  cutlass::half_t *y_ours, *y_stock;
-  check(cudaMalloc(&y_ours, size_t(M) * N * 2), "cudaMalloc");
-  check(cudaMalloc(&y_stock, size_t(M) * N * 2), "cudaMalloc");
-  check(cudaMemset(y_ours, 0xff, size_t(M) * N * 2), "poison");  // NaN pattern: a tile left unwritten shows
-  check(cudaMemset(y_stock, 0x7f, size_t(M) * N * 2), "poison");
-
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
-  Args a;
-  a.A = dx, a.B = w, a.scales = ds, a.offsets = AB_ZEROS ? dz : nullptr, a.D = y_ours;
-  a.M = M, a.N = N, a.K = K, a.group_size = kGroup, a.device_sm_count = sms;
-  const Workspace need_ours = workspace<Ours>(a), need_stock = workspace<Stock>(a);
-  a.workspace_bytes = std::max(need_ours.bytes, need_stock.bytes);
-  a.lock_count = std::max(need_ours.locks, need_stock.locks);
-  if (a.workspace_bytes) check(cudaMalloc(&a.workspace, a.workspace_bytes), "workspace");
-  if (a.lock_count) {
-    check(cudaMalloc(&a.locks, a.lock_count * 4), "locks");
-    check(cudaMemset(a.locks, 0, a.lock_count * 4), "locks");  // self-resetting after every launch
-  }
+  Cell cell(K, N, M);
+  Half* y_ours = poisoned_output(M, N, 0xff);
+  Half* y_stock = poisoned_output(M, N, 0x7f);
+  Args a = cell.args(y_ours, AB_ZEROS);
+  cell.give_workspace(a, {workspace<Ours>(a), workspace<Stock>(a)});
   Args b = a;
   b.D = y_stock;
 
   launch<Ours>(a, nullptr);
   launch<Stock>(b, nullptr);
   check(cudaDeviceSynchronize(), "first launches");
-  std::vector<uint16_t> h_ours(size_t(M) * N), h_stock(h_ours.size());
-  check(cudaMemcpy(h_ours.data(), y_ours, h_ours.size() * 2, cudaMemcpyDeviceToHost), "copy back");
-  check(cudaMemcpy(h_stock.data(), y_stock, h_stock.size() * 2, cudaMemcpyDeviceToHost), "copy back");
-  size_t differing = 0;
-  for (size_t i = 0; i < h_ours.size(); ++i) differing += h_ours[i] != h_stock[i];
+  const size_t different = differing(y_ours, y_stock, M, N);
 
-  // About 10 ms of work per block, at least 10 launches.
-  const double flops = 2.0 * M * N * K;
-  const int launches = std::clamp(int(10e-3 / (flops / 400e12 + 5e-6)), 10, 200);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  auto time_block = [&](auto launch_one, Args args) {
-    cudaEventRecord(start);
-    for (int i = 0; i < launches; ++i) {
-      args.B = reinterpret_cast<const char*>(w) + (i % copies) * weight_bytes;
-      launch_one(args);
-    }
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    return 1000.f * ms / launches;
-  };
   auto ours = [](const Args& args) { launch<Ours>(args, nullptr); };
   auto stock = [](const Args& args) { launch<Stock>(args, nullptr); };
-  time_block(ours, a);  // warm-up
-  time_block(stock, b);
+  cell.time_block(a, ours);  // warm-up
+  cell.time_block(b, stock);
   std::vector<float> t_ours, t_stock, ratio;
   for (int r = 0; r < rounds; ++r) {
     float to, ts;
     if (r % 2) {
-      to = time_block(ours, a), ts = time_block(stock, b);
+      to = cell.time_block(a, ours), ts = cell.time_block(b, stock);
     } else {
-      ts = time_block(stock, b), to = time_block(ours, a);
+      ts = cell.time_block(b, stock), to = cell.time_block(a, ours);
     }
     t_ours.push_back(to), t_stock.push_back(ts), ratio.push_back(to / ts);
   }
@@ -153,11 +85,10 @@ void run_cell(int K, int N, int M, int rounds) {
   printf("%dx%d_%s_%s %s  %5dx%-5d M=%-4d  ours %9.2f us  %s %9.2f us  ours/%s %.3f [%.3f..%.3f]  "
          "differing %zu\n", AB_TILE_M, AB_TILE_N, Schedule::AB_SCHEDULE == Schedule::kCooperative ? "coop" : "pingpong",
          Scheduler::AB_SCHEDULER == Scheduler::kStreamK ? "streamk" : "persistent", AB_ZEROS ? "zp" : "sym", K, N, M,
-         t_ours[mid], baseline, t_stock[mid], baseline, ratio[mid], ratio.front(), ratio.back(), differing);
+         t_ours[mid], baseline, t_stock[mid], baseline, ratio[mid], ratio.front(), ratio.back(), different);
   fflush(stdout);
-  for (void* p : {(void*)w, (void*)dx, (void*)ds, (void*)dz, (void*)y_ours, (void*)y_stock, a.workspace,
-                  (void*)a.locks})
-    if (p) cudaFree(p);
+  cudaFree(y_ours);
+  cudaFree(y_stock);
 }
 }  // namespace
 

@@ -23,15 +23,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "mixgemm/sm90/launch.cuh"
+#include "sm90_ab_cell.cuh"
 
 #ifndef AB_TILE_M
 #error "define AB_TILE_M and AB_TILE_N (tokens x weight columns of a cooperative stream-K tile; see the header)"
@@ -116,6 +114,7 @@ struct TileSchedulerSelector<ab::HollowFixupTag<kMode>, arch::Sm90, TileShape, C
 namespace {
 using namespace mixgemm;
 using namespace mixgemm::sm90;
+using namespace ab_cell;
 
 using Shipped = KernelTypes<ActType::kFloat16, 4, QuantMode::kScaleOffset, AB_TILE_M, AB_TILE_N, 1, 1,
                             Schedule::kCooperative, Scheduler::kStreamK>;
@@ -127,56 +126,12 @@ struct Hollow : Shipped {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
-constexpr int kGroup = 128;
-constexpr size_t kRotatedBytes = size_t(256) << 20;  // weight copies past the 50 MB L2, as the bench protocol
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-  }
-}
-
-template <class T>
-T* upload(const std::vector<T>& host, size_t copies = 1) {
-  T* dev;
-  check(cudaMalloc(&dev, host.size() * sizeof(T) * copies), "cudaMalloc");
-  for (size_t c = 0; c < copies; ++c)
-    check(cudaMemcpy(dev + c * host.size(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "copy");
-  return dev;
-}
-
 void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>& extras) {
-  std::mt19937 rng(K * 31 + N * 7 + M);
-  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  std::vector<uint32_t> codes(size_t(K) * N / 8);  // 8 int4 codes per word, any layout: the data is random
-  for (auto& w : codes) w = rng();
-  std::vector<cutlass::half_t> x(size_t(M) * K), scales(size_t(K / kGroup) * N), offsets(scales.size());
-  for (auto& v : x) v = cutlass::half_t(uniform(rng));
-  for (auto& v : scales) v = cutlass::half_t(0.01f + 0.01f * std::abs(uniform(rng)));
-  for (auto& v : offsets) v = cutlass::half_t(0.05f * uniform(rng));
-  const size_t weight_bytes = codes.size() * 4;
-  const size_t copies = std::max<size_t>(1, kRotatedBytes / weight_bytes);
-  uint32_t* w = upload(codes, copies);
-  cutlass::half_t *dx = upload(x), *ds = upload(scales), *dz = upload(offsets), *y, *y_vector;
-  check(cudaMalloc(&y, size_t(M) * N * 2), "cudaMalloc");
-  check(cudaMalloc(&y_vector, size_t(M) * N * 2), "cudaMalloc");
-  check(cudaMemset(y, 0xff, size_t(M) * N * 2), "poison");  // NaN patterns: a tile left unwritten shows
-  check(cudaMemset(y_vector, 0x7f, size_t(M) * N * 2), "poison");
-
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
-  Args a;
-  a.A = dx, a.B = w, a.scales = ds, a.offsets = dz, a.D = y;
-  a.M = M, a.N = N, a.K = K, a.group_size = kGroup, a.device_sm_count = sms, a.split_k = split;
-  const Workspace need = workspace<Shipped>(a);  // the hollow variants need no more: same decomposition
-  a.workspace_bytes = need.bytes;
-  a.lock_count = need.locks;
-  if (a.workspace_bytes) check(cudaMalloc(&a.workspace, a.workspace_bytes), "workspace");
-  if (a.lock_count) {
-    check(cudaMalloc(&a.locks, a.lock_count * 4), "locks");
-    check(cudaMemset(a.locks, 0, a.lock_count * 4), "locks");  // every variant leaves them zero
-  }
+  Cell cell(K, N, M);
+  Half* y = poisoned_output(M, N, 0xff);
+  Half* y_vector = poisoned_output(M, N, 0x7f);
+  Args a = cell.args(y, true, split);
+  cell.give_workspace(a, {workspace<Shipped>(a)});  // the hollow variants need no more: same decomposition
 
   // Shipped and vector add the same partials in the same order: their outputs must agree bit for bit.
   Args b = a;
@@ -184,30 +139,9 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   launch<Shipped>(a, nullptr);
   launch<Hollow<ab::kVector>>(b, nullptr);
   check(cudaDeviceSynchronize(), "first launches");
-  std::vector<uint16_t> h(size_t(M) * N), h_vector(h.size());
-  check(cudaMemcpy(h.data(), y, h.size() * 2, cudaMemcpyDeviceToHost), "copy back");
-  check(cudaMemcpy(h_vector.data(), y_vector, h.size() * 2, cudaMemcpyDeviceToHost), "copy back");
-  size_t differing = 0;
-  for (size_t i = 0; i < h.size(); ++i) differing += h[i] != h_vector[i];
+  const size_t different = differing(y, y_vector, M, N);
 
-  // About 10 ms of work per block, at least 10 launches.
-  const int launches = std::clamp(int(10e-3 / (2.0 * M * N * K / 400e12 + 5e-6)), 10, 200);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  auto time_block = [&](auto launch_one) {
-    Args args = a;
-    cudaEventRecord(start);
-    for (int i = 0; i < launches; ++i) {
-      args.B = reinterpret_cast<const char*>(w) + (i % copies) * weight_bytes;
-      launch_one(args);
-    }
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    return 1000.f * ms / launches;
-  };
+  auto time_block = [&](auto launch_one) { return cell.time_block(a, launch_one); };
   // The variants in print order, the first the ratios' denominator: with AB_EXTRAS (a comma list of k-tiles), shipped
   // with the last split running that many k-tiles more than the others (Args::last_split_extra_k_tiles); else shipped
   // and the reduction's variants.
@@ -256,10 +190,10 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
     printf("  %s %.2f us", variants[v].name.c_str(), t[v][mid]);
     if (v) printf(" (%.3f [%.3f..%.3f])", ratio[v][mid], ratio[v].front(), ratio[v].back());
   }
-  printf("  shipped vs vector: %zu outputs differ\n", differing);
+  printf("  shipped vs vector: %zu outputs differ\n", different);
   fflush(stdout);
-  for (void* p : {(void*)w, (void*)dx, (void*)ds, (void*)dz, (void*)y, (void*)y_vector, a.workspace, (void*)a.locks})
-    if (p) cudaFree(p);
+  cudaFree(y);
+  cudaFree(y_vector);
 }
 }  // namespace
 
