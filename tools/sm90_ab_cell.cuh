@@ -17,6 +17,9 @@
 
 namespace ab_cell {
 
+// A kernel that does nothing: launched without a dependent-launch attribute, the next call starts after it ends.
+__global__ void no_overlap() {}
+
 using mixgemm::sm90::Args;
 using mixgemm::sm90::Workspace;
 using Half = cutlass::half_t;
@@ -56,6 +59,20 @@ inline size_t differing(const Half* y, const Half* z, int M, int N) {
   size_t count = 0;
   for (size_t i = 0; i < hy.size(); ++i) count += hy[i] != hz[i];
   return count;
+}
+
+// The largest difference between two outputs' M x N values, over the largest magnitude of the first: for two sums
+// of the same partials in different orders, a few fp16 ulps.
+inline float largest_difference(const Half* y, const Half* z, int M, int N) {
+  std::vector<cutlass::half_t> hy(size_t(M) * N), hz(hy.size());
+  check(cudaMemcpy(hy.data(), y, hy.size() * 2, cudaMemcpyDeviceToHost), "copy back");
+  check(cudaMemcpy(hz.data(), z, hz.size() * 2, cudaMemcpyDeviceToHost), "copy back");
+  float diff = 0, largest = 0;
+  for (size_t i = 0; i < hy.size(); ++i) {
+    diff = std::max(diff, std::fabs(float(hy[i]) - float(hz[i])));
+    largest = std::max(largest, std::fabs(float(hy[i])));
+  }
+  return largest > 0 ? diff / largest : diff;
 }
 
 // One K x N x M cell on the device: random int4 codes in enough copies to rotate the weight past L2 (any layout: the
@@ -118,12 +135,37 @@ class Cell {
   // Microseconds per call over one block of launches of `launch_one(args)`, each on the next weight copy.
   template <class Launch>
   float time_block(Args args, Launch launch_one) {
-    check(cudaEventRecord(start_), "event");
-    for (int i = 0; i < launches_; ++i) {
-      args.B = reinterpret_cast<const char*>(w_) + (i % copies_) * weight_bytes_;
-      launch_one(args);
+    // AB_BREAK=1: an empty kernel after each call, so no call's launch and prologue overlap the one before (the
+    // library's dependent launch lets them start on the SMs its CTAs leave): the time of calls between other kernels.
+    // AB_GRAPH=1: the block's calls captured in one CUDA graph and timed as one graph launch, as the benchmark
+    // harness times (python/mixgemm/bench/timing.py). Needs a build with --default-stream per-thread: the calls go to
+    // stream 0, which that makes the capturable per-thread stream.
+    static const bool kBreak = getenv("AB_BREAK") && atoi(getenv("AB_BREAK")) != 0;
+    static const bool kGraph = getenv("AB_GRAPH") && atoi(getenv("AB_GRAPH")) != 0;
+    auto calls = [&] {
+      for (int i = 0; i < launches_; ++i) {
+        args.B = reinterpret_cast<const char*>(w_) + (i % copies_) * weight_bytes_;
+        launch_one(args);
+        if (kBreak) no_overlap<<<1, 32>>>();
+      }
+    };
+    cudaGraphExec_t graph_exec = nullptr;
+    if (kGraph) {
+      cudaGraph_t graph;
+      check(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal), "capture");
+      calls();
+      check(cudaStreamEndCapture(cudaStreamPerThread, &graph), "capture (AB_GRAPH needs --default-stream per-thread)");
+      check(cudaGraphInstantiate(&graph_exec, graph, 0), "graph");
+      check(cudaGraphDestroy(graph), "graph");
+      check(cudaGraphLaunch(graph_exec, cudaStreamPerThread), "graph warm-up");
     }
+    check(cudaEventRecord(start_), "event");
+    if (kGraph)
+      check(cudaGraphLaunch(graph_exec, cudaStreamPerThread), "graph");
+    else
+      calls();
     check(cudaEventRecord(stop_), "event");
+    if (graph_exec) check(cudaGraphExecDestroy(graph_exec), "graph");
     check(cudaEventSynchronize(stop_), "event");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start_, stop_), "event");

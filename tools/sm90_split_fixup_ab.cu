@@ -1,25 +1,34 @@
 // What the sm90 path's split-K reduction costs: one stream-K config (fp16 x int4 with zero points, group 128) split
-// K ways, timed as shipped and with its reduction hollowed out, on the same random data. Timing only: the hollow
-// variants compute wrong outputs on purpose.
-//   shipped    the split-K fixup of self_resetting_stream_k.cuh: splits 0..s-2 store their fp32 partial tiles, the
-//              last split (with 2-3 splits, 4 k-tiles longer than the others: split_k_tiles) waits for them on the
-//              tile's flag and adds them before its epilogue, one float per instruction (CUTLASS's
-//              BlockStripedReduce);
-//   vector     the same in 16-byte pieces (float4 i of thread t at i x 128 + t), a quarter of the instructions;
+// K ways, timed as shipped, with each of its two reductions, and with the last split's reduction hollowed out, on the
+// same random data. Timing only: the hollow variants compute wrong outputs on purpose.
+//   shipped    the split-K fixup of self_resetting_stream_k.cuh with its rules: the reduce-scatter where
+//              reduce_scatter_pays, else the last split's reduction;
+//   last       the last split's reduction: splits 0..s-2 store their fp32 partial tiles, the last split (with 2-3
+//              splits, 4 k-tiles longer than the others: split_k_tiles) waits for them on the tile's flag and adds
+//              them before its epilogue, one float per instruction (CUTLASS's BlockStripedReduce);
+//   scatter-1-store  the reduce-scatter's reduction, but the last split alone stores, the whole tile in one store
+//              call (the other splits' subtiles unreduced): shipped against it is what storing a split's subtiles
+//              one call each costs;
+//   vector     the last split's reduction in 16-byte pieces (float4 i of thread t at i x 128 + t), a quarter of the
+//              instructions;
 //   store-only as vector, but the last split adds nothing: vector minus store-only is what the loads cost;
 //   load-only  as vector, but no partial is stored (the last split loads what an earlier launch left, which the
 //              rotated weights may have pushed out of L2);
-//   sync-only  the same arrivals and wait, no partial stored or loaded: shipped minus sync-only is what moving the
+//   sync-only  the same arrivals and wait, no partial stored or loaded: vector minus sync-only is what moving the
 //              partials through L2 costs;
 //   none       no arrival, no wait: sync-only minus none is the wait itself (how far the splits finish apart).
 // Timed as tools/sm90_mainloop_ab.cu times: blocks of back-to-back launches, weight copies rotated past L2, the
-// order rotating each round; prints each variant's median time and the median of its per-round ratio to shipped.
-// One tile per build (docs/perf-notes/2026-11-27-sm90-split-k-fixup-cost.md has what it printed):
+// order rotating each round; prints each variant's median time and the median of its per-round ratio to the first.
+// Checks: last and vector must agree bit for bit, the reduce-scatter (another order of the same sums) to fp16
+// rounding. One tile per build (docs/perf-notes/2026-11-27-sm90-split-k-fixup-cost.md and
+// 2026-11-27-sm90-split-k-reduce-scatter.md have what it printed):
 //   nvcc -O3 -DNDEBUG -std=c++17 --expt-relaxed-constexpr --generate-code=arch=compute_90a,code=[sm_90a] -I cpp \
 //        -I $CUTLASS_INCLUDE -DAB_TILE_M=256 -DAB_TILE_N=128 tools/sm90_split_fixup_ab.cu -o /tmp/fixup_ab
 //   /tmp/fixup_ab 8192x2560:512:3 8192x5120:256:3      # KxN:M:split
-// Options from the environment: AB_ROUNDS (default 11); AB_EXTRAS=0,4,8 times shipped alone with the last split
-// running that many k-tiles more than the others (Args::last_split_extra_k_tiles).
+// Options from the environment: AB_ROUNDS (default 11); AB_EXTRAS=0,4,8 times the last split's reduction and the
+// reduce-scatter alone, each with the last split running that many k-tiles more than the others
+// (Args::last_split_extra_k_tiles, Args::reduce_scatter); AB_BREAK and AB_GRAPH as sm90_ab_cell.cuh says (AB_GRAPH
+// needs --default-stream per-thread in the build).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,9 +49,9 @@ namespace ab {
 enum Fixup : int { kVector = 1, kStoreOnly = 2, kLoadOnly = 3, kSyncOnly = 4, kNone = 5 };
 
 // The shipped scheduler with fixup() replaced; every other member is the shipped one's.
-template <class TileShape, class ClusterShape, int kMode>
-class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape> {
-  using Shipped = mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape>;
+template <class TileShape, class ClusterShape, class TiledMma, class EpilogueTile, int kMode>
+class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape, TiledMma, EpilogueTile> {
+  using Shipped = mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape, TiledMma, EpilogueTile>;
   using StreamK = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
 
  public:
@@ -68,7 +77,7 @@ class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, Cluste
       };
       float* frag = reinterpret_cast<float*>(acc.data());
       if (!StreamK::compute_epilogue(work, params)) {
-        float* out = partial(tile * (splits - 1) + split);
+        float* out = partial(tile * splits + split);
         if constexpr (kMode != kLoadOnly) {
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < kPieces; ++i)
@@ -79,7 +88,7 @@ class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, Cluste
       } else {
         Barriers::wait_eq(barrier_idx, params.locks, thread, flag, static_cast<int>(splits - 1));
         for (uint32_t s = 0; s + 1 < splits && kMode != kStoreOnly; ++s) {
-          const float4* in = reinterpret_cast<const float4*>(partial(tile * (splits - 1) + s));
+          const float4* in = reinterpret_cast<const float4*>(partial(tile * splits + s));
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < kPieces; ++i) {
             const float4 v = __ldcg(in + i * Barriers::ThreadCount + thread);
@@ -99,15 +108,16 @@ class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, Cluste
   }
 };
 
-template <int kMode>
+template <int kMode, class TiledMma, class EpilogueTile>
 struct HollowFixupTag {};
 
 }  // namespace ab
 
 namespace cutlass::gemm::kernel::detail {
-template <int kMode, class TileShape, class ClusterShape, uint32_t Stages>
-struct TileSchedulerSelector<ab::HollowFixupTag<kMode>, arch::Sm90, TileShape, ClusterShape, Stages> {
-  using Scheduler = ab::HollowFixup<TileShape, ClusterShape, kMode>;
+template <int kMode, class TiledMma, class EpilogueTile, class TileShape, class ClusterShape, uint32_t Stages>
+struct TileSchedulerSelector<ab::HollowFixupTag<kMode, TiledMma, EpilogueTile>, arch::Sm90, TileShape, ClusterShape,
+                             Stages> {
+  using Scheduler = ab::HollowFixup<TileShape, ClusterShape, TiledMma, EpilogueTile, kMode>;
 };
 }  // namespace cutlass::gemm::kernel::detail
 
@@ -121,8 +131,34 @@ using Shipped = KernelTypes<ActType::kFloat16, 4, QuantMode::kScaleOffset, AB_TI
 
 template <int kMode>
 struct Hollow : Shipped {
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Shipped::CollectiveMainloop,
-                                                      Shipped::CollectiveEpilogue, ab::HollowFixupTag<kMode>>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Shipped::CollectiveMainloop, Shipped::CollectiveEpilogue,
+      ab::HollowFixupTag<kMode, Shipped::TiledMma, Shipped::EpilogueTile>>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+// Timing only: the reduce-scatter's fixup, but the last split alone stores, the whole tile in one store call (its
+// other splits' subtiles unreduced): against shipped, what storing a split's subtiles one call each costs.
+template <class Epilogue>
+struct LastSplitStoresAll : Epilogue {
+  using Epilogue::Epilogue;
+  template <class Problem, class TileShape, class TileCoord, class AccEngine, class AccLayout, class TiledMma>
+  CUTLASS_DEVICE auto store(typename Epilogue::LoadPipeline load_pipeline, typename Epilogue::LoadPipelineState load,
+                            typename Epilogue::StorePipeline store_pipeline,
+                            typename Epilogue::StorePipelineState store, Problem problem, TileShape tile_shape,
+                            TileCoord coord, cute::Tensor<AccEngine, AccLayout> acc, TiledMma mma, int thread,
+                            typename Epilogue::TensorStorage& smem, int code = -1) {
+    if (OwnedSubtiles::is_code(code) && OwnedSubtiles::split_of(code) + 1 < OwnedSubtiles::splits_of(code))
+      return cute::make_tuple(load, store);
+    return Epilogue::store(load_pipeline, load, store_pipeline, store, problem, tile_shape, coord, acc, mma, thread,
+                           smem, -1);
+  }
+};
+
+struct OneStore : Shipped {
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, Shipped::CollectiveMainloop, LastSplitStoresAll<Shipped::StockEpilogue>,
+      SelfResettingStreamKScheduler<Shipped::TiledMma, Shipped::EpilogueTile>>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
@@ -130,45 +166,72 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   Cell cell(K, N, M);
   Half* y = poisoned_output(M, N, 0xff);
   Half* y_vector = poisoned_output(M, N, 0x7f);
+  Half* y_scatter = poisoned_output(M, N, 0x3f);
   Args a = cell.args(y, true, split);
   cell.give_workspace(a, {workspace<Shipped>(a)});  // the hollow variants need no more: same decomposition
 
-  // Shipped and vector add the same partials in the same order: their outputs must agree bit for bit.
-  Args b = a;
-  b.D = y_vector;
-  launch<Shipped>(a, nullptr);
-  launch<Hollow<ab::kVector>>(b, nullptr);
+  // The last split's reduction and the vector variant add the same partials in the same order over the same k-tiles:
+  // their outputs must agree bit for bit. The reduce-scatter adds them in another order (its owner's partial first):
+  // over the same k-tiles (the last split's rule) it must agree to fp16 rounding.
+  const int last_split_rule_extra = split <= 3 ? 4 : 0;
+  Args last = a, vector = a, scatter = a;
+  last.reduce_scatter = vector.reduce_scatter = 0, scatter.reduce_scatter = 1;
+  scatter.last_split_extra_k_tiles = last_split_rule_extra;
+  vector.D = y_vector, scatter.D = y_scatter;
+  launch<Shipped>(last, nullptr);
+  launch<Hollow<ab::kVector>>(vector, nullptr);
+  launch<Shipped>(scatter, nullptr);
   check(cudaDeviceSynchronize(), "first launches");
   const size_t different = differing(y, y_vector, M, N);
+  const float scatter_difference = largest_difference(y, y_scatter, M, N);
 
   auto time_block = [&](auto launch_one) { return cell.time_block(a, launch_one); };
-  // The variants in print order, the first the ratios' denominator: with AB_EXTRAS (a comma list of k-tiles), shipped
-  // with the last split running that many k-tiles more than the others (Args::last_split_extra_k_tiles); else shipped
-  // and the reduction's variants.
+  // The variants in print order, the first the ratios' denominator: with AB_EXTRAS (a comma list of k-tiles), the
+  // last split's reduction and the reduce-scatter, with the last split running that many k-tiles more than the others
+  // (Args::last_split_extra_k_tiles, Args::reduce_scatter); else shipped (the rules), the last split's reduction and
+  // its hollowed variants.
   struct Variant {
     std::string name;
     std::function<float()> time;
   };
   std::vector<Variant> variants;
   for (int extra : extras)
-    variants.push_back({"extra " + std::to_string(extra), [&, extra] {
-                          return time_block([extra](Args args) {
-                            args.last_split_extra_k_tiles = extra;
+    for (int mode : {0, 1})
+      variants.push_back({(mode ? "scatter+" : "last+") + std::to_string(extra), [&, extra, mode] {
+                            return time_block([extra, mode](Args args) {
+                              args.last_split_extra_k_tiles = extra;
+                              args.reduce_scatter = mode;
+                              launch<Shipped>(args, nullptr);
+                            });
+                          }});
+  // The hollow variants hollow the last split's reduction (their fixup replaces the scheduler's).
+  auto hollow = [&](auto kind) {
+    return [&, kind] {
+      return time_block([](Args args) {
+        args.reduce_scatter = 0;
+        launch<Hollow<decltype(kind)::value>>(args, nullptr);
+      });
+    };
+  };
+  if (extras.empty()) {
+    variants.push_back({"shipped", [&] { return time_block([](Args args) { launch<Shipped>(args, nullptr); }); }});
+    variants.push_back({"last", [&] {
+                          return time_block([](Args args) {
+                            args.reduce_scatter = 0;
                             launch<Shipped>(args, nullptr);
                           });
                         }});
-  if (extras.empty()) {
-    variants.push_back({"shipped", [&] { return time_block([](Args args) { launch<Shipped>(args, nullptr); }); }});
-    variants.push_back(
-        {"vector", [&] { return time_block([](Args args) { launch<Hollow<ab::kVector>>(args, nullptr); }); }});
-    variants.push_back(
-        {"store-only", [&] { return time_block([](Args args) { launch<Hollow<ab::kStoreOnly>>(args, nullptr); }); }});
-    variants.push_back(
-        {"load-only", [&] { return time_block([](Args args) { launch<Hollow<ab::kLoadOnly>>(args, nullptr); }); }});
-    variants.push_back(
-        {"sync-only", [&] { return time_block([](Args args) { launch<Hollow<ab::kSyncOnly>>(args, nullptr); }); }});
-    variants.push_back(
-        {"none", [&] { return time_block([](Args args) { launch<Hollow<ab::kNone>>(args, nullptr); }); }});
+    variants.push_back({"scatter-1-store", [&] {
+                          return time_block([](Args args) {
+                            args.reduce_scatter = 1;
+                            launch<OneStore>(args, nullptr);
+                          });
+                        }});
+    variants.push_back({"vector", hollow(cute::Int<ab::kVector>{})});
+    variants.push_back({"store-only", hollow(cute::Int<ab::kStoreOnly>{})});
+    variants.push_back({"load-only", hollow(cute::Int<ab::kLoadOnly>{})});
+    variants.push_back({"sync-only", hollow(cute::Int<ab::kSyncOnly>{})});
+    variants.push_back({"none", hollow(cute::Int<ab::kNone>{})});
   }
   const int n = static_cast<int>(variants.size());
   for (auto& v : variants) v.time();  // warm-up
@@ -190,10 +253,12 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
     printf("  %s %.2f us", variants[v].name.c_str(), t[v][mid]);
     if (v) printf(" (%.3f [%.3f..%.3f])", ratio[v][mid], ratio[v].front(), ratio[v].back());
   }
-  printf("  shipped vs vector: %zu outputs differ\n", different);
+  printf("  last vs vector: %zu outputs differ; last vs scatter: %.1e of the largest |y|\n", different,
+         scatter_difference);
   fflush(stdout);
   cudaFree(y);
   cudaFree(y_vector);
+  cudaFree(y_scatter);
 }
 }  // namespace
 

@@ -26,6 +26,7 @@
 #include "mixgemm/sm90/reorder_layout.cuh"
 #include "mixgemm/sm90/self_resetting_stream_k.cuh"
 #include "mixgemm/sm90/sm90_args.h"
+#include "mixgemm/sm90/split_k_owned_subtiles.cuh"
 #include "mixgemm/sm90/word_addressed_weight_reads.cuh"
 #include "mixgemm/sm90/x_rows_past_m_skipped.cuh"
 
@@ -62,9 +63,11 @@ struct ScheduleTags<Schedule::kPingpong> {
 };
 
 // Stream-K configs run CUTLASS's stream-K scheduler with its split flags kept in our always-zero
-// per-stream buffer (self_resetting_stream_k.cuh), so a launch needs no memset.
-template <Scheduler s>
-using SchedulerTag = cute::conditional_t<s == Scheduler::kStreamK, SelfResettingStreamKScheduler,
+// per-stream buffer (self_resetting_stream_k.cuh), so a launch needs no memset; its split-K shares the reduction
+// and the epilogue by the epilogue's subtiles, whose shape and the accumulators' layout the tag carries.
+template <Scheduler s, class TiledMma, class EpilogueTile>
+using SchedulerTag = cute::conditional_t<s == Scheduler::kStreamK,
+                                         SelfResettingStreamKScheduler<TiledMma, EpilogueTile>,
                                          cutlass::gemm::PersistentScheduler>;
 
 // Template arguments use our naming (TileM tokens, TileN weight columns; see sm90_args.h).
@@ -100,10 +103,12 @@ struct KernelTypes {
 
   // D = acc + bias[row of D^T] (no C source: ElementC void).
   using Fusion = cutlass::epilogue::fusion::LinCombPerRowBias<Element, float, Element, void, float>;
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, void, LayoutD, kAlignD, Element,
       LayoutD, kAlignD, typename Tags::Epilogue, Fusion>::CollectiveOp;
+  // The builder's epilogue, storing only a reduce-scatter split's own subtiles (split_k_owned_subtiles.cuh).
+  using CollectiveEpilogue = OwnedSubtilesEpilogue<StockEpilogue>;
 
   // The narrow operand travels as a tuple with its scale (and zero) types: the builder's mixed-input signal.
   using WeightTuple = cute::conditional_t<mode == QuantMode::kScale, cute::tuple<Quant, Element>,
@@ -118,8 +123,11 @@ struct KernelTypes {
   // x's rows past M left unloaded (x_rows_past_m_skipped.cuh).
   using CollectiveMainloop = WordAddressedWeightReads<XRowsPastMSkipped<StockMainloop>>;
 
+  using TiledMma = typename CollectiveMainloop::TiledMma;
+  using EpilogueTile = typename StockEpilogue::EpilogueTile;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue, SchedulerTag<scheduler>>;
+                                                      CollectiveEpilogue,
+                                                      SchedulerTag<scheduler, TiledMma, EpilogueTile>>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 

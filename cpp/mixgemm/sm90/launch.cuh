@@ -60,6 +60,7 @@ typename Types::Gemm::Arguments make_arguments(const Args& a) {
   if constexpr (Types::kStreamK) {
     scheduler.locks = a.locks;
     scheduler.last_split_extra_k_tiles = a.last_split_extra_k_tiles;
+    scheduler.reduce_scatter = a.reduce_scatter;
     if (a.split_k > 1) {
       using StreamK = typename Kernel::TileScheduler;
       scheduler.splits = a.split_k;

@@ -15,8 +15,9 @@
 //   - initialize_workspace() does nothing: partials are written before they are read, and the flags
 //     need no clearing.
 // Split-K within one wave gets one partial tile per split instead of CUTLASS's one per tile
-// (get_workspace_size), so the splits need not take turns (fixup). The kernel reaches this class through
-// TileSchedulerSelector (end of file) for our tag.
+// (get_workspace_size), so the splits need not take turns, and they can share the reduction and the epilogue by
+// subtile (fixup; split_k_owned_subtiles.cuh). The kernel reaches this class through TileSchedulerSelector (end of
+// file) for our tag, which names the kernel's TiledMma and EpilogueTile for that sharing.
 //
 // Limits: CUTLASS's "separate reduction" is not supported, and the pinned CUTLASS compiles it out
 // (should_perform_separate_reduction() returns false); the reduction is deterministic whatever
@@ -29,29 +30,40 @@
 #include "cutlass/block_striped.h"
 #include "cutlass/gemm/kernel/sm90_tile_scheduler_stream_k.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "mixgemm/sm90/split_k_owned_subtiles.cuh"
 
 namespace mixgemm::sm90 {
 
-// The kernel's scheduler tag for this scheduler (GemmUniversal's fourth template argument).
+// The kernel's scheduler tag for this scheduler (GemmUniversal's fourth template argument): the kernel's TiledMma
+// and EpilogueTile, from which fixup knows which epilogue subtile each accumulator belongs to.
+template <class TiledMma, class EpilogueTile>
 struct SelfResettingStreamKScheduler {};
 
-template <class TileShape, class ClusterShape>
+template <class TileShape, class ClusterShape, class TiledMma, class EpilogueTile>
 class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape,
                                                                                                      ClusterShape> {
   using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
 
  public:
   using Lock = typename Base::BarrierType;  // int
-  using typename Base::WorkTileInfo;
+
+  // The base's unit of work, plus what the epilogue's store is handed (the kernel calls reduction_subtile_idx()):
+  // -1, the whole tile, or a reduce-scatter split's OwnedSubtiles code.
+  struct WorkTileInfo : Base::WorkTileInfo {
+    int32_t owned_subtiles = -1;
+    CUTLASS_HOST_DEVICE int32_t reduction_subtile_idx() const { return owned_subtiles; }
+  };
 
   struct Arguments : Base::Arguments {
     Lock* locks = nullptr;  // lock_count() flags, all zero before the launch; zero again after it
     int last_split_extra_k_tiles = -1;  // split-K within one wave: see split_k_tiles; -1: the rule below
+    int reduce_scatter = -1;            // split-K within one wave: 1 / 0 (see fixup); -1: the rule below
   };
 
   struct Params : Base::Params {
     Lock* locks = nullptr;
     bool partial_per_split = false;  // split-K with every unit in one wave: see fixup
+    bool reduce_scatter = false;     // partial_per_split: the splits share the reduction by subtile (fixup)
     uint32_t first_split_k_tiles = 0;  // partial_per_split: k-tiles of each split but the last (split_k_tiles)
   };
 
@@ -72,8 +84,11 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
         splits > 1 && params.units_per_problem_ * splits <= static_cast<uint64_t>(grid.x) * grid.y * grid.z;
     if (params.partial_per_split) {
       const uint32_t k_tiles = params.divmod_tiles_per_output_tile_.divisor;
-      const int extra = args.last_split_extra_k_tiles >= 0 ? args.last_split_extra_k_tiles
-                                                           : last_split_extra_k_tiles(static_cast<uint32_t>(splits));
+      params.reduce_scatter =
+          args.reduce_scatter >= 0 ? args.reduce_scatter != 0 : reduce_scatter_pays(static_cast<uint32_t>(splits));
+      const int extra = args.last_split_extra_k_tiles >= 0
+                            ? args.last_split_extra_k_tiles
+                            : last_split_extra_k_tiles(static_cast<uint32_t>(splits), params.reduce_scatter);
       params.first_split_k_tiles = first_split_k_tiles(k_tiles, static_cast<uint32_t>(splits), extra);
     }
     return params;
@@ -105,7 +120,14 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   CUTLASS_DEVICE explicit SelfResettingStreamK(Params const& params)
       : Base(params),
         unit_(first_unit(params)),
-        first_split_k_tiles_(params.partial_per_split ? params.first_split_k_tiles : 0) {}
+        first_split_k_tiles_(params.partial_per_split ? params.first_split_k_tiles : 0),
+        reduce_scatter_(params.partial_per_split && params.reduce_scatter) {}
+
+  // Whether the unit runs the epilogue: the base's answer (the unit holding the tile's last k-tiles), and every
+  // split of a reduce-scatter, each for the subtiles it owns.
+  CUTLASS_HOST_DEVICE static bool compute_epilogue(WorkTileInfo const& work, Params const& params) {
+    return Base::compute_epilogue(work, params) || OwnedSubtiles::is_code(work.owned_subtiles);
+  }
 
   // The CTA's first unit: the base's, with split-K's k-tiles laid out by split_k_tiles.
   template <class ClusterShapeT>
@@ -140,8 +162,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
                 .is_valid();
   }
 
-  // Split-K within one wave keeps one fp32 partial tile per split but the last (see fixup); CUTLASS sizes
-  // one per tile.
+  // Split-K within one wave keeps one fp32 partial tile per split (see fixup); CUTLASS sizes one per tile.
   template <class ProblemShape, class ElementAccumulator>
   static size_t get_workspace_size(Arguments const& args, ProblemShape problem_shape,
                                    cutlass::KernelHardwareInfo const& hw_info, uint32_t mma_warp_groups,
@@ -154,8 +175,8 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
     if (!params.partial_per_split) return cutlass_bytes;
     const uint64_t splits = params.divmod_splits_.divisor;
     const uint64_t slot_bytes = sizeof(ElementAccumulator) * kTileElements;
-    return std::max<size_t>(cutlass_bytes, cutlass::round_up(params.units_per_problem_ * (splits - 1) * slot_bytes,
-                                                             size_t{128}));
+    return std::max<size_t>(cutlass_bytes,
+                            cutlass::round_up(params.units_per_problem_ * splits * slot_bytes, size_t{128}));
   }
 
   // The reduction across the units of work that share one output tile, for one consumer warpgroup's share
@@ -166,13 +187,21 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // (the two stream-K ids CUTLASS reserves), so only its 128 threads synchronise.
   //
   // Split-K whose units all run at once (tiles x splits <= the persistent grid; the only split-K the
-  // dispatcher picks): the splits do not wait for each other. Split s < splits - 1 stores its
-  // accumulators to its own partial tile and counts itself on the flag; the last split, which runs the
-  // epilogue (and, with 2-3 splits, a few k-tiles more than the others: split_k_tiles), waits for splits - 1
-  // arrivals, then adds the partials in split order to its accumulators and resets the flag. Since the
-  // splits finish together, CUTLASS's chain (each split waits for the previous one, adds into one partial,
-  // signals the next) made them take turns: 4096x4096 at M = 128 split 4 took 20.2 us with it, 17.0
-  // without (H100, docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md).
+  // dispatcher picks): the splits do not wait for each other. Since they finish together, CUTLASS's chain (each
+  // split waits for the previous one, adds into one partial, signals the next) made them take turns: 4096x4096 at
+  // M = 128 split 4 took 20.2 us with it, 17.0 without (H100, docs/perf-notes/2026-11-24-sm90-stream-k-no-memset.md).
+  // Each split s has its own partial tile (slot s of the tile's splits). Two ways to add them, each in an order fixed
+  // for every element (a_s: split s's accumulators):
+  //   - reduce-scatter (Params::reduce_scatter): split s stores to its partial the 16-byte pieces of its
+  //     accumulators that other splits own (split_k_owned_subtiles.cuh), counts itself on the flag and waits for
+  //     all S; then it adds the other splits' pieces of the subtiles it owns in split order (a_s + a_0 + a_1 ...,
+  //     skipping a_s), and its epilogue stores those. Each split moves about (S - 1) / S of a tile through its SM,
+  //     where the last split's reduction brings S - 1 whole tiles through one. A second count on the same flag (S
+  //     more) tells the last split to finish reading that the flag can go back to 0. Where it pays:
+  //     reduce_scatter_pays.
+  //   - last split: split s < S - 1 stores its whole accumulators and counts itself on the flag; the last split,
+  //     which runs the epilogue (and a few k-tiles more than the others: split_k_tiles), waits for S - 1 arrivals,
+  //     adds the partials in split order ((a_{S-1} + a_0) + a_1 ...) and resets the flag.
   //
   // Split-K over several waves, and stream-K (units that start or end inside a tile, a varying number
   // per tile): CUTLASS's serial chain, since a tile's units then finish at different times anyway and one
@@ -187,6 +216,9 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   CUTLASS_DEVICE static void fixup(Params const& params, WorkTileInfo const& work, FrgTensorC& accumulators,
                                    uint32_t num_barriers, uint32_t barrier_idx) {
     if (!Base::requires_fixup(params, work)) return;
+    static_assert(cute::is_same_v<decltype(accumulators.layout()),
+                                  decltype(cute::make_layout(cute::shape(accumulators)))>,
+                  "fixup reads the accumulators as an array in their logical order");
 
     constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
     using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
@@ -211,7 +243,12 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
     if (params.partial_per_split) {
       // This unit's split: split s < splits - 1 starts at s * first_split_k_tiles (split_k_tiles).
       const uint32_t split = static_cast<uint32_t>(work.K_idx) / params.first_split_k_tiles;
-      const uint64_t first = tile * (splits - 1);  // the tile's partials: splits 0 .. splits - 2
+      const uint64_t first = tile * splits;  // the tile's partials, one a split
+      if (params.reduce_scatter) {
+        float* partials = workspace + first * kTileElements + share;
+        reduce_scatter(params.locks, flag, partials, fragment, thread, barrier_idx, split, splits);
+        return;
+      }
       if (!last) {
         Striped::store(partial(first + split), fragment, thread);
         Barriers::arrive_inc(barrier_idx, params.locks, thread, flag, 1);  // group barrier, then a release add
@@ -240,6 +277,68 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   }
 
  private:
+  // The reduce-scatter of one consumer warpgroup's share of a tile (fixup): split j's partial is `partials` + j
+  // partial tiles (the warpgroup's share of each). The warpgroup's accumulators go in 16-byte pieces: piece i of
+  // thread t at i x 128 + t, as BlockStripedReduce lays them (coalesced), read and written past L1 (each is read
+  // once, on another SM). A piece's four floats are two rows x two columns of one 8-column block of a wgmma
+  // accumulator, so one subtile holds all four.
+  template <class Fragment>
+  CUTLASS_DEVICE static void reduce_scatter(Lock* locks, int flag, float* partials, Fragment& fragment, int thread,
+                                            uint32_t barrier_idx, uint32_t split, uint32_t splits) {
+    constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
+    using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
+    constexpr int kPieces = Fragment::kElements / 4;
+    constexpr int kThreads = Barriers::ThreadCount;
+    // The tile coordinates of this thread's accumulators, in the kernel's numbering of the math threads.
+    const auto coords = TiledMma{}
+                            .get_slice(threadIdx.x % cute::size(TiledMma{}))
+                            .partition_C(cute::make_identity_tensor(cute::take<0, 2>(TileShape{})));
+    auto owner = [&](int piece) {
+      const auto coord = coords(4 * piece);
+      return OwnedSubtiles::owner(
+          OwnedSubtiles::subtile_of<TileShape, EpilogueTile>(cute::get<0>(coord), cute::get<1>(coord)),
+          static_cast<int>(splits));
+    };
+    float* acc = fragment.data();
+    float4* out = reinterpret_cast<float4*>(partials + split * kTileElements);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kPieces; ++i)
+      if (owner(i) != static_cast<int>(split))
+        __stcg(out + i * kThreads + thread, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+    Barriers::arrive_inc(barrier_idx, locks, thread, flag, 1);  // group barrier, then a release add
+    Barriers::wait_lt(barrier_idx, locks, thread, flag, static_cast<int>(splits));  // until all splits arrived
+    // One other split at a time, all of its pieces this thread owns at once: their loads are in flight together
+    // (a piece at a time, each load would wait out L2's latency alone).
+    for (uint32_t j = 0; j < splits; ++j) {
+      if (j == split) continue;
+      const float4* in = reinterpret_cast<const float4*>(partials + j * kTileElements);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < kPieces; ++i) {
+        if (owner(i) != static_cast<int>(split)) continue;
+        const float4 v = __ldcg(in + i * kThreads + thread);
+        acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+      }
+    }
+    // Every thread of the group has passed the wait (its barrier): count the group out once more. The add that
+    // brings the flag to 2S is the last of the tile's; nothing reads the flag after it in this launch.
+    if (thread == 0 && atomicAdd(locks + flag, 1) == 2 * static_cast<int>(splits) - 1) locks[flag] = 0;
+  }
+
+  // Split-K within one wave: whether the reduce-scatter (fixup) beats the last split's reduction. It moves fewer bytes
+  // through each SM only where the split owning the most subtiles owns few of them: that split loads its share of
+  // every other split's partial. A/B of tools/sm90_split_fixup_ab.cu (against the last split's reduction as it ran
+  // before, 4 extra k-tiles at 2-3 splits; docs/perf-notes/2026-11-27-sm90-split-k-reduce-scatter.md), by that share:
+  //   3/8 (8 subtiles split 3: 256 x 128 and 128 x 256 tiles): 0.95x-0.99x on the H100, 0.97x on the H200;
+  //   1/4 (4 subtiles split 4 or 6, 8 split 4): 0.905x-0.918x on the H100, 0.93x-0.99x on the H200;
+  //   1/2 (4 subtiles split 2 or 3, 2 split 2, 3 or 6: 128 x 128, 64 x 128): 0.98x-1.025x on the H100, 1.00x-1.02x
+  //   on the H200.
+  // So it runs where that share is at most 3/8.
+  static bool reduce_scatter_pays(uint32_t splits) {
+    constexpr uint32_t subtiles = OwnedSubtiles::count<TileShape, EpilogueTile>();
+    const uint32_t largest_share = (subtiles + splits - 1) / splits;
+    return 8 * largest_share <= 3 * subtiles;
+  }
+
   // Split-K within one wave: how many k-tiles more than each of the others the last split runs. The others store their
   // partial tiles and signal while the last one still runs its k-loop, so part of the stores and of the wait for the
   // slowest split leaves the critical path (with even splits they took 9%-14% of such kernels). The A/B of
@@ -247,8 +346,11 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // 2026-11-27-sm90-split-k-fixup-cost.md): 0.983x-0.989x on 256 x 128 and 128 x 128 tiles split 3 ways (K = 8192),
   // 0.966x / 0.982x on 128 x 128 / 64 x 128 split 2 ways (K = 4096), 1.003x-1.004x on 64 x 128 split 3 ways. More
   // hid no more: 6 and 8 extra k-tiles took 0.997x-1.007x on the splits of 3 of the larger tiles, 12 took 1.06x.
-  // Splits of 4 and more: 64 x 128 split 6 took 1.02x-1.07x with 4 (128 x 128 split 6 0.991x-0.998x), so none.
-  static int last_split_extra_k_tiles(uint32_t splits) { return splits <= 3 ? 4 : 0; }
+  // Splits of 4 and more: 64 x 128 split 6 took 1.02x-1.07x with 4 (128 x 128 split 6 0.991x-0.998x), so none. The
+  // reduce-scatter waits for every split, so there extra k-tiles only come later: 4 took 1.02x-1.07x the time of none.
+  static int last_split_extra_k_tiles(uint32_t splits, bool reduce_scatter) {
+    return !reduce_scatter && splits <= 3 ? 4 : 0;
+  }
 
   // k-tiles of each split but the last, for `extra` more in the last one (none where the tile's k-tiles leave each
   // split fewer than one).
@@ -261,7 +363,9 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // runs k-tiles [s a, (s + 1) a) of its tile, the last split the rest, a = first_split_k_tiles_. (CUTLASS gives
   // the first splits one k-tile more than the others instead.) The base's split is read off its K_idx: its splits
   // start at s * base + min(s, big).
-  CUTLASS_DEVICE WorkTileInfo split_k_tiles(WorkTileInfo work) const {
+  CUTLASS_DEVICE WorkTileInfo split_k_tiles(typename Base::WorkTileInfo base_work) const {
+    WorkTileInfo work;
+    static_cast<typename Base::WorkTileInfo&>(work) = base_work;
     if (first_split_k_tiles_ == 0 || !work.is_valid()) return work;
     auto const& params = this->scheduler_params;
     const uint32_t splits = params.divmod_splits_.divisor, k_tiles = params.divmod_tiles_per_output_tile_.divisor;
@@ -272,6 +376,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
     work.K_idx = static_cast<int32_t>(split * a);
     work.k_tile_count = split + 1 < splits ? a : k_tiles - split * a;
     work.k_tile_remaining = work.k_tile_count;  // one tile a unit
+    if (reduce_scatter_) work.owned_subtiles = OwnedSubtiles::code(static_cast<int>(split), static_cast<int>(splits));
     return work;
   }
 
@@ -289,16 +394,17 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
 
   uint64_t unit_ = 0;  // the linear index of the CTA's current unit
   uint32_t first_split_k_tiles_ = 0;  // Params::first_split_k_tiles where partial_per_split, else 0 (no relayout)
+  bool reduce_scatter_ = false;       // Params::reduce_scatter where partial_per_split
 };
 
 }  // namespace mixgemm::sm90
 
 namespace cutlass::gemm::kernel::detail {
 
-template <class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
-struct TileSchedulerSelector<mixgemm::sm90::SelfResettingStreamKScheduler, arch::Sm90, TileShape, ClusterShape,
-                             SchedulerPipelineStageCount> {
-  using Scheduler = mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape>;
+template <class TiledMma, class EpilogueTile, class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
+struct TileSchedulerSelector<mixgemm::sm90::SelfResettingStreamKScheduler<TiledMma, EpilogueTile>, arch::Sm90,
+                             TileShape, ClusterShape, SchedulerPipelineStageCount> {
+  using Scheduler = mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape, TiledMma, EpilogueTile>;
 };
 
 }  // namespace cutlass::gemm::kernel::detail

@@ -79,6 +79,9 @@ struct Args {
   // Split-K within one wave: how many more k-tiles the last split runs than each of the others; -1: the scheduler's
   // rule (self_resetting_stream_k.cuh). A tuning knob for tools/sm90_split_fixup_ab.cu; the library leaves it at -1.
   int last_split_extra_k_tiles = -1;
+  // Split-K within one wave: 1, the splits share the reduction and the epilogue by subtile; 0, the last split adds
+  // the others' partial tiles and stores the tile; -1: the scheduler's rule. A knob for the same A/B tool.
+  int reduce_scatter = -1;
 };
 
 }  // namespace mixgemm::sm90

@@ -148,9 +148,10 @@ _MIN_WAVE_DEFAULT = 0.5
 _MIN_WAVE_EFFICIENCY = 0.9
 # Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping tiles x split
 # within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Each split adds a partial tile that the tile's
-# last split waits for and adds alone (sm90/self_resetting_stream_k.cuh), and needs about 16 k-tiles of its own to pay
-# for it. Up to 128 rows a split of up to 6 pays where the tiles are that few: 20 tiles split 6 fill 120 of 132 SMs
-# where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
+# last split waits for and adds alone, or that the splits share by epilogue subtile (sm90/self_resetting_stream_k.cuh;
+# these rules were measured before the sharing, which only made splits cheaper), and needs about 16 k-tiles of its own
+# to pay for it. Up to 128 rows a split of up to 6 pays where the tiles are that few: 20 tiles split 6 fill 120 of 132
+# SMs where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
 # tiles was the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4
 # took 1.08x-1.15x; splits of 7 and 8 (past one wave) 1.40x-1.52x. On the H200, out of sample (M = 40..120), the fastest
 # config in all five cells. Above 128 rows the cap stays 4: on 8192x1280 at M = 208 / 256 128 x 128 split 6 took 1.03x /
