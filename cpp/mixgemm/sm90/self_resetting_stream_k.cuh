@@ -328,7 +328,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // through each SM only where the split owning the most subtiles owns few of them: that split loads its share of
   // every other split's partial. A/B of tools/sm90_split_fixup_ab.cu (against the last split's reduction as it ran
   // before, 4 extra k-tiles at 2-3 splits; docs/perf-notes/2026-11-27-sm90-split-k-reduce-scatter.md), by that share:
-  //   1/4 (4 subtiles split 4 or 6, 8 split 4): 0.905x-0.918x on the H100, 0.93x-0.99x on the H200; in the peers
+  //   1/4 (4 subtiles split 4 or 6, 8 split 4): 0.905x-0.978x on the H100, 0.93x-0.98x on the H200; in the peers
   //       harness 8192x2560 at M = 128 (128 x 128 split 6) took 0.92x / 0.96x its time before;
   //   3/8 (8 subtiles split 3: 256 x 128 and 128 x 256 tiles): 0.95x-0.99x on the H100, 0.97x on the H200 in the
   //       tool, eager or under a CUDA graph, but in the peers harness its three narrow-shard cells took 1.005x-1.016x
@@ -350,7 +350,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   // 0.966x / 0.982x on 128 x 128 / 64 x 128 split 2 ways (K = 4096), 1.003x-1.004x on 64 x 128 split 3 ways. More
   // hid no more: 6 and 8 extra k-tiles took 0.997x-1.007x on the splits of 3 of the larger tiles, 12 took 1.06x.
   // Splits of 4 and more: 64 x 128 split 6 took 1.02x-1.07x with 4 (128 x 128 split 6 0.991x-0.998x), so none. The
-  // reduce-scatter waits for every split, so there extra k-tiles only come later: 4 took 1.02x-1.07x the time of none.
+  // reduce-scatter waits for every split, so there extra k-tiles only come later: 4 took 1.01x-1.09x the time of none.
   static int last_split_extra_k_tiles(uint32_t splits, bool reduce_scatter) {
     return !reduce_scatter && splits <= 3 ? 4 : 0;
   }
