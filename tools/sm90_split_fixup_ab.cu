@@ -61,8 +61,7 @@ class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, Cluste
   CUTLASS_DEVICE static void fixup(typename Shipped::Params const& params, typename Shipped::WorkTileInfo const& work,
                                    FrgTensorC& acc, uint32_t num_barriers, uint32_t barrier_idx) {
     if (kMode == kNone || !StreamK::requires_fixup(params, work)) return;
-    constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
-    using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
+    using Barriers = typename Shipped::Barriers;
     const int flag = static_cast<int>(StreamK::output_tile_index(params, work) * num_barriers + barrier_idx);
     const int thread = static_cast<int>(threadIdx.x % Barriers::ThreadCount);
     if constexpr (kMode == kVector || kMode == kStoreOnly || kMode == kLoadOnly) {  // split-K in one wave
@@ -170,13 +169,12 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   Args a = cell.args(y, true, split);
   cell.give_workspace(a, {workspace<Shipped>(a)});  // the hollow variants need no more: same decomposition
 
-  // The last split's reduction and the vector variant add the same partials in the same order over the same k-tiles:
-  // their outputs must agree bit for bit. The reduce-scatter adds them in another order (its owner's partial first):
-  // over the same k-tiles (the last split's rule) it must agree to fp16 rounding.
-  const int last_split_rule_extra = split <= 3 ? 4 : 0;
+  // All three over the same k-tiles (the uneven layout, 4 extra k-tiles in the last split). The last split's reduction
+  // and the vector variant add the same partials in the same order: their outputs must agree bit for bit. The
+  // reduce-scatter adds them in another order (its owner's partial first): it must agree to fp16 rounding.
   Args last = a, vector = a, scatter = a;
+  last.last_split_extra_k_tiles = vector.last_split_extra_k_tiles = scatter.last_split_extra_k_tiles = 4;
   last.reduce_scatter = vector.reduce_scatter = 0, scatter.reduce_scatter = 1;
-  scatter.last_split_extra_k_tiles = last_split_rule_extra;
   vector.D = y_vector, scatter.D = y_scatter;
   launch<Shipped>(last, nullptr);
   launch<Hollow<ab::kVector>>(vector, nullptr);

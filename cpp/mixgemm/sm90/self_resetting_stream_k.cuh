@@ -44,6 +44,12 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
                                                                                                      ClusterShape> {
   using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamK<TileShape, ClusterShape>;
 
+ protected:
+  // The named barriers of the split flags: the two stream-K ids CUTLASS reserves, one a consumer warpgroup (fixup).
+  static constexpr uint32_t kFirstBarrier =
+      static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
+  using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
+
  public:
   using Lock = typename Base::BarrierType;  // int
 
@@ -220,8 +226,6 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
                                   decltype(cute::make_layout(cute::shape(accumulators)))>,
                   "fixup reads the accumulators as an array in their logical order");
 
-    constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
-    using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
     using Accumulator = typename FrgTensorC::value_type;
     using Fragment = cutlass::Array<Accumulator, cute::size(FrgTensorC{})>;
     // Threads of a warpgroup interleave their fragments in a partial (float i of thread t at i * 128 + t),
@@ -285,8 +289,6 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   template <class Fragment>
   CUTLASS_DEVICE static void reduce_scatter(Lock* locks, int flag, float* partials, Fragment& fragment, int thread,
                                             uint32_t barrier_idx, uint32_t split, uint32_t splits) {
-    constexpr uint32_t kFirstBarrier = static_cast<uint32_t>(cutlass::arch::ReservedNamedBarriers::StreamkBarrier0);
-    using Barriers = cutlass::NamedBarrierManager<cutlass::NumThreadsPerWarpGroup, kFirstBarrier, 2>;
     constexpr int kPieces = Fragment::kElements / 4;
     constexpr int kThreads = Barriers::ThreadCount;
     // The tile coordinates of this thread's accumulators, in the kernel's numbering of the math threads.
