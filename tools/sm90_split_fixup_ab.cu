@@ -1,13 +1,13 @@
 // What the sm90 path's split-K reduction costs: one stream-K config (fp16 x int4 with zero points, group 128) split
-// K ways, timed as shipped, with each of its two reductions, and with the last split's reduction hollowed out, on the
-// same random data. Timing only: the hollow variants compute wrong outputs on purpose.
-//   shipped    the split-K fixup of self_resetting_stream_k.cuh with its rules: the reduce-scatter where
-//              reduce_scatter_pays, else the last split's reduction;
+// K ways, timed with each of its two reductions (the config's split_k_mode 'serial' and 'reduce_scatter'), and with the
+// last split's reduction hollowed out, on the same random data. Timing only: the hollow variants compute wrong outputs
+// on purpose.
 //   last       the last split's reduction: splits 0..s-2 store their fp32 partial tiles, the last split (with 2-3
 //              splits, 4 k-tiles longer than the others: split_k_tiles) waits for them on the tile's flag and adds
 //              them before its epilogue, one float per instruction (CUTLASS's BlockStripedReduce);
+//   scatter    the reduce-scatter: each split adds and stores the epilogue subtiles it owns;
 //   scatter-1-store  the reduce-scatter's reduction, but the last split alone stores, the whole tile in one store
-//              call (the other splits' subtiles unreduced): shipped against it is what storing a split's subtiles
+//              call (the other splits' subtiles unreduced): scatter against it is what storing a split's subtiles
 //              one call each costs;
 //   vector     the last split's reduction in 16-byte pieces (float4 i of thread t at i x 128 + t), a quarter of the
 //              instructions;
@@ -137,7 +137,7 @@ struct Hollow : Shipped {
 };
 
 // Timing only: the reduce-scatter's fixup, but the last split alone stores, the whole tile in one store call (its
-// other splits' subtiles unreduced): against shipped, what storing a split's subtiles one call each costs.
+// other splits' subtiles unreduced): against scatter, what storing a split's subtiles one call each costs.
 template <class Epilogue>
 struct LastSplitStoresAll : Epilogue {
   using Epilogue::Epilogue;
@@ -174,7 +174,7 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   // reduce-scatter adds them in another order (its owner's partial first): it must agree to fp16 rounding.
   Args last = a, vector = a, scatter = a;
   last.last_split_extra_k_tiles = vector.last_split_extra_k_tiles = scatter.last_split_extra_k_tiles = 4;
-  last.reduce_scatter = vector.reduce_scatter = 0, scatter.reduce_scatter = 1;
+  last.reduce_scatter = vector.reduce_scatter = false, scatter.reduce_scatter = true;
   vector.D = y_vector, scatter.D = y_scatter;
   launch<Shipped>(last, nullptr);
   launch<Hollow<ab::kVector>>(vector, nullptr);
@@ -186,15 +186,15 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   auto time_block = [&](auto launch_one) { return cell.time_block(a, launch_one); };
   // The variants in print order, the first the ratios' denominator: with AB_EXTRAS (a comma list of k-tiles), the
   // last split's reduction and the reduce-scatter, with the last split running that many k-tiles more than the others
-  // (Args::last_split_extra_k_tiles, Args::reduce_scatter); else shipped (the rules), the last split's reduction and
-  // its hollowed variants.
+  // (Args::last_split_extra_k_tiles, Args::reduce_scatter); else the two reductions with the scheduler's extra-k-tile
+  // rule, and the last split's reduction hollowed.
   struct Variant {
     std::string name;
     std::function<float()> time;
   };
   std::vector<Variant> variants;
   for (int extra : extras)
-    for (int mode : {0, 1})
+    for (bool mode : {false, true})
       variants.push_back({(mode ? "scatter+" : "last+") + std::to_string(extra), [&, extra, mode] {
                             return time_block([extra, mode](Args args) {
                               args.last_split_extra_k_tiles = extra;
@@ -206,22 +206,22 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   auto hollow = [&](auto kind) {
     return [&, kind] {
       return time_block([](Args args) {
-        args.reduce_scatter = 0;
+        args.reduce_scatter = false;
         launch<Hollow<decltype(kind)::value>>(args, nullptr);
       });
     };
   };
   if (extras.empty()) {
-    variants.push_back({"shipped", [&] { return time_block([](Args args) { launch<Shipped>(args, nullptr); }); }});
-    variants.push_back({"last", [&] {
-                          return time_block([](Args args) {
-                            args.reduce_scatter = 0;
-                            launch<Shipped>(args, nullptr);
-                          });
-                        }});
+    for (bool mode : {false, true})
+      variants.push_back({mode ? "scatter" : "last", [&, mode] {
+                            return time_block([mode](Args args) {
+                              args.reduce_scatter = mode;
+                              launch<Shipped>(args, nullptr);
+                            });
+                          }});
     variants.push_back({"scatter-1-store", [&] {
                           return time_block([](Args args) {
-                            args.reduce_scatter = 1;
+                            args.reduce_scatter = true;
                             launch<OneStore>(args, nullptr);
                           });
                         }});

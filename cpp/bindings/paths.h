@@ -46,8 +46,9 @@ inline SplitKMode split_mode_of(const std::string& mode) {
   if (mode == "serial") return SplitKMode::kSerial;
   if (mode == "parallel") return SplitKMode::kParallel;
   if (mode == "streamk") return SplitKMode::kStreamK;
-  throw std::invalid_argument("gemm: split_k_mode must be 'none', 'serial', 'parallel' or 'streamk', got '" + mode +
-                              "'");
+  if (mode == "reduce_scatter") return SplitKMode::kReduceScatter;
+  throw std::invalid_argument("gemm: split_k_mode must be 'none', 'serial', 'parallel', 'streamk' or "
+                              "'reduce_scatter', got '" + mode + "'");
 }
 
 struct PathBinding {

@@ -207,7 +207,8 @@ def test_config_names_round_trip():
                for k, mode in [(1, "none"), (2, "serial"), (16, "parallel"), (264, "streamk")]]
     # One config of every other path too: each path's name, split included, parses back to it.
     configs += [DecodeConfig(8, 4), DecodeConfig(16, 8, 4), Sm90Config(128, 128, 1, 1, "coop", "persistent"),
-                Sm90Config(64, 128, 2, 1, "pingpong", "streamk", 2), DequantConfig()]
+                Sm90Config(64, 128, 2, 1, "pingpong", "streamk", 2, "serial"),
+                Sm90Config(128, 128, 1, 1, "coop", "streamk", 4, "reduce_scatter"), DequantConfig()]
     for config in configs:
         assert paths.from_name(config.name) == config
         assert paths.to_name(config) == config.name == paths.to_name(config.name)

@@ -1061,7 +1061,8 @@ class TestOtherConfigValidation:
             Sm90Config(128, 128, split_k=2)
         with pytest.raises(ValueError, match=r"^Sm90Config: schedule must be one of"):
             Sm90Config(128, 128, schedule="warpspecialized")
-        with pytest.raises(ValueError, match=r"^Sm90Config: split_k_mode must be one of \('none', 'serial'\)"):
+        with pytest.raises(ValueError, match=r"^Sm90Config: split_k_mode must be one of \('none', 'serial', "
+                                             r"'reduce_scatter'\)"):
             Sm90Config(128, 128, scheduler="streamk").with_split_k(2, "parallel")
         assert Sm90Config(128, 128, scheduler="streamk").with_split_k(2).split_k_mode == "serial"
 

@@ -305,6 +305,8 @@ def test_sm80_k_must_be_a_multiple_of_64(K):
          r"split_k > 1 needs split_k_mode 'serial' or 'parallel', and split_k == 1 needs 'none'"),
         (dict(split_k=0, mode="streamk"), STREAM_K_BLOCKS_RULE),
         (dict(split_k=10**6, mode="streamk"), STREAM_K_BLOCKS_RULE),
+        (dict(split_k=2, mode="reduce_scatter"),
+         r"split_k_mode 'reduce_scatter' is the sm90 path's; this path splits K 'serial' or 'parallel'"),
     ],
 )
 def test_sm80_rules(overrides, pattern):
@@ -338,8 +340,8 @@ def test_sm80_rules_on_the_sm90_layout():
 @pytest.mark.parametrize("mode", ["stream-k", "fast", "", "Serial"])
 def test_split_mode_names(mode):
     for path in BOUND_PATHS:
-        with pytest.raises(ValueError, match=rf"^gemm: split_k_mode must be 'none', 'serial', 'parallel' or 'streamk', "
-                                             rf"got '{mode}'$"):
+        with pytest.raises(ValueError, match=rf"^gemm: split_k_mode must be 'none', 'serial', 'parallel', 'streamk' or "
+                                             rf"'reduce_scatter', got '{mode}'$"):
             _C.prepare(path, "any", key(), 4, 128, 256, 128, 2, mode)
 
 
@@ -474,6 +476,8 @@ def test_decode_valid_call_needs_a_device(k, split_k):
         (dict(split_k=0, mode="none"), r"split_k must be in \[1, K / 64 = 4\]"),
         (dict(split_k=2, mode="parallel"), r"split_k == 1 needs split_k_mode 'none' and split_k > 1 needs 'serial'"),
         (dict(split_k=2, mode="streamk"), r"split_k == 1 needs split_k_mode 'none' and split_k > 1 needs 'serial'"),
+        (dict(split_k=2, mode="reduce_scatter"),
+         r"split_k == 1 needs split_k_mode 'none' and split_k > 1 needs 'serial'"),
         (dict(split_k=2, mode="none"), r"split_k == 1 needs split_k_mode 'none'"),
         (dict(split_k=1, mode="serial"), r"split_k == 1 needs split_k_mode 'none'"),
     ],
@@ -522,7 +526,7 @@ SM90_KEY = key(layout="sm90")
 def test_sm90_valid_prepare_needs_a_device(k):
     require_no_gpu()
     for name in _C.compiled_configs("sm90", k):
-        splits = [(1, "none")] + ([(2, "serial")] if name.endswith("_streamk") else [])
+        splits = [(1, "none")] + ([(2, "serial"), (3, "reduce_scatter")] if name.endswith("_streamk") else [])
         for split_k, mode in splits:
             for group_size in (64, 128, 256):  # K itself: per-channel
                 with pytest.raises(RuntimeError, match=NO_GPU):
@@ -552,7 +556,10 @@ def sm90_config(scheduler):
         (dict(split_k=5, mode="serial"), r"split_k must be between 1 and K / 64 \(whole k-tiles per split\), got 5"),
         (dict(split_k=0, mode="none"), r"split_k must be between 1 and K / 64"),
         (dict(split_k=1, mode="serial"), r"split_k == 1 needs split_k_mode 'none' and split_k > 1 'serial'"),
-        (dict(split_k=2, mode="parallel"), r"split_k == 1 needs split_k_mode 'none' and split_k > 1 'serial'"),
+        (dict(split_k=2, mode="parallel"),
+         r"split_k == 1 needs split_k_mode 'none' and split_k > 1 'serial' or 'reduce_scatter'"),
+        (dict(split_k=1, mode="reduce_scatter"), r"split_k == 1 needs split_k_mode 'none'"),
+        (dict(split_k=2, mode="scatter"), None),  # not a mode at all: the binding's own message
     ],
 )
 @pytest.mark.parametrize("scheduler", ["persistent", "streamk"])
@@ -563,6 +570,11 @@ def test_sm90_rules(overrides, pattern, scheduler):
     name, tile_n = found
     if overrides.get("N") == "tile_n + 32":  # a multiple of 16 that no weight tile divides
         overrides = dict(overrides, N=tile_n + 32)
+    if pattern is None:
+        with pytest.raises(ValueError, match=r"^gemm: split_k_mode must be 'none', 'serial', 'parallel', 'streamk' or "
+                                             r"'reduce_scatter', got 'scatter'"):
+            prepare("sm90", name, SM90_KEY, **overrides)
+        return
     pattern = pattern.format(tile_n=tile_n, N=overrides.get("N"))
     with pytest.raises(ValueError, match=rf"^gemm \(sm90 path\): {pattern}"):
         prepare("sm90", name, SM90_KEY, **overrides)

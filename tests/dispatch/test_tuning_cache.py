@@ -134,11 +134,14 @@ def test_sm90_and_dequant_choices_round_trip_with_every_field(tmp_path):
     tuning_cache.save_choice(GPU, 64, 4096, 4096, 128, SM90_KEY, SM90_B, 30.0, path=path)
     entry = tuning_cache.load_cache(path)[tuning_cache.cache_key(GPU, 64, 4096, 4096, 128, SM90_KEY)]
     assert entry["config"] == {"path": "sm90", "tile_m": 256, "tile_n": 128, "cluster_m": 2, "cluster_n": 1,
-                               "schedule": "coop", "scheduler": "persistent", "split_k": 1}
+                               "schedule": "coop", "scheduler": "persistent", "split_k": 1, "split_k_mode": "none"}
     assert tuning_cache.lookup(GPU, 64, 4096, 4096, 128, SM90_KEY, path=path) == SM90_B
     split = SM90_A.with_split_k(2)
     tuning_cache.save_choice(GPU, 32, 4096, 4096, 128, SM90_KEY, split, 12.0, path=path)
     assert tuning_cache.lookup(GPU, 32, 4096, 4096, 128, SM90_KEY, path=path) == split
+    scatter = SM90_A.with_split_k(4, "reduce_scatter")
+    tuning_cache.save_choice(GPU, 32, 4096, 4096, 128, SM90_KEY, scatter, 11.0, path=path)
+    assert tuning_cache.lookup(GPU, 32, 4096, 4096, 128, SM90_KEY, path=path) == scatter
     tuning_cache.save_choice(GPU, 2048, 4096, 4096, 128, SM90_KEY, DequantConfig(), 99.0, path=path)
     assert tuning_cache.lookup(GPU, 2048, 4096, 4096, 128, SM90_KEY, path=path) == DequantConfig()
     assert tuning_cache.load_cache(path)[tuning_cache.cache_key(GPU, 2048, 4096, 4096, 128, SM90_KEY)]["config"] == {

@@ -133,18 +133,27 @@ def _stream_k_configs(dtype, bits):
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_split_k_against_float64_and_repeatable_bit_for_bit(dtype, bits):
-    """Split-K on every stream-K kernel: even (2, 4) and uneven (3: 6 + 5 + 5 k-tiles) splits, one k-tile
-    per split (16), splits that start inside a scale group (G = 128 is two k-tiles), with and without bias.
-    The splits add their partials in split order, so a second launch gives the same bits."""
+    """Split-K on every stream-K kernel, by both reductions: even (2, 4) and uneven (3: 6 + 5 + 5 k-tiles)
+    splits, one k-tile per split (16), splits that start inside a scale group (G = 128 is two k-tiles), with and
+    without bias. Each reduction adds the partials in an order fixed per element, so a second launch gives the same
+    bits. The reduce-scatter runs where every split of every tile fits one wave of the SMs, and is refused
+    elsewhere."""
     _require_sm90()
     K, N, G = 1024, 256, 128  # 16 k-tiles of 64; two weight tiles of 128 columns
     torch.manual_seed(bits)
     packed, model_w, math_w = _weight(K, N, G, dtype, bits, True)
     bias = torch.randn(N, device=DEVICE).to(dtype)
+    sms = torch.cuda.get_device_properties(DEVICE).multi_processor_count
     for config in _stream_k_configs(dtype, bits):
-        for split in (2, 3, 4, 16):
-            cfg = config.with_split_k(split)
+        for split, mode in [(s, m) for s in (2, 3, 4, 16) for m in ("serial", "reduce_scatter")]:
+            cfg = config.with_split_k(split, mode)
             for M in (1, 64, 300):
+                tiles = -(-M // cfg.tile_m) * (N // cfg.tile_n)
+                if mode == "reduce_scatter" and tiles * split > sms:
+                    with pytest.raises(ValueError, match=r"^gemm \(sm90 path\): split_k_mode 'reduce_scatter' needs "
+                                                         r"every split of every tile resident at once"):
+                        _gemm_sm90(random_activations(M, K, dtype), packed, config=cfg)
+                    continue
                 x = random_activations(M, K, dtype)
                 for b in (None, bias):
                     poison_allocator(M * N * 2)
@@ -194,6 +203,7 @@ def test_stream_k_flags_are_zero_after_every_call():
     key = KernelKey.of(dtype, 4, "sm90").as_tuple()
     for config in _stream_k_configs(dtype, 4):
         cases = [(1024, 256, split, M) for split in (2, 3, 16) for M in (1, 130)]
+        cases += [(1024, 256, -split, 1) for split in (3, 4, 6)]  # negative: the reduce-scatter (one wave)
         cases += [(1024, 25 * config.tile_n, 1, 2 * config.tile_m), (1024, 75 * config.tile_n, 1, 2 * config.tile_m),
                   (1024, 256, 1, 64)]
         weights = {}
@@ -202,10 +212,10 @@ def test_stream_k_flags_are_zero_after_every_call():
                 torch.manual_seed(N)
                 weights[K, N] = _weight(K, N, 128, dtype, 4, True)
             packed, model_w, math_w = weights[K, N]
-            cfg = config.with_split_k(split)
+            cfg = config.with_split_k(abs(split), "reduce_scatter" if split < 0 else None)
             launch = _C.prepare("sm90", cfg.kernel_name, key, M, N, K, 128, cfg.split_k, cfg.split_k_mode)
             nbytes, flags = launch.workspace_bytes, launch.semaphores
-            if split > 1 or N > 256:  # the cases that split tiles (on 132 SMs): they need partials and flags
+            if split != 1 or N > 256:  # the cases that split tiles (on 132 SMs): they need partials and flags
                 assert nbytes > 0 and flags > 0, (cfg.name, M, N)
             x = random_activations(M, K, dtype)
             poison_allocator(M * N * 2)
@@ -224,9 +234,8 @@ def test_split_k_under_cuda_graph_replay():
     K, N = 1024, 256
     packed, model_w, math_w = _weight(K, N, 128, dtype, 4, True)
     bias = torch.randn(N, device=DEVICE).to(dtype)
-    for config in _stream_k_configs(dtype, 4):
-        cfg = config.with_split_k(3)
-        x = random_activations(100, K, dtype)
+    for cfg in [c.with_split_k(3, mode) for c in _stream_k_configs(dtype, 4) for mode in ("serial", "reduce_scatter")]:
+        x = random_activations(100, K, dtype)  # at most 7 x 2 tiles: 3 splits of each fit one wave
         _gemm_sm90(x, packed, bias, config=cfg)  # warm-up outside the capture
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
@@ -262,6 +271,17 @@ def test_split_k_errors():
             persistent.with_split_k(2)
         with pytest.raises(ValueError, match=r"^gemm \(sm90 path\): split_k > 1 needs a stream-K config"):
             _C.prepare("sm90", persistent.kernel_name, key, 4, 128, 256, 64, 2, "serial")
+        with pytest.raises(ValueError, match=r"^gemm \(sm90 path\): split_k > 1 needs a stream-K config"):
+            _C.prepare("sm90", persistent.kernel_name, key, 4, 128, 256, 64, 2, "reduce_scatter")
+    # The reduce-scatter only where the splits all run at once: 40 tiles split 4 ways need 160 CTAs.
+    sms = torch.cuda.get_device_properties(DEVICE).multi_processor_count
+    tiles = sms // 4 + 1
+    with pytest.raises(ValueError, match=rf"^gemm \(sm90 path\): split_k_mode 'reduce_scatter' needs every split of "
+                                         rf"every tile resident at once: 4 splits of the output tiles of "
+                                         rf"{config.kernel_name} exceed one wave of this GPU's {sms} SMs"):
+        _C.prepare("sm90", config.kernel_name, key, config.tile_m, tiles * config.tile_n, 256, 64, 4, "reduce_scatter")
+    _C.prepare("sm90", config.kernel_name, key, config.tile_m, (sms // 4) * config.tile_n, 256, 64, 4,
+               "reduce_scatter")  # 4 x (sms // 4) CTAs fit
 
 
 def test_clear_errors_on_the_gpu():

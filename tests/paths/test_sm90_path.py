@@ -55,7 +55,7 @@ class TestSm90Config:
         # tile_k is the path's constant (128 bytes of 16-bit x), not a field.
         assert Sm90Config.tile_k == sm90_path.TILE_K == 64
         assert [f.name for f in dataclasses.fields(Sm90Config)] == [
-            "tile_m", "tile_n", "cluster_m", "cluster_n", "schedule", "scheduler", "split_k"]
+            "tile_m", "tile_n", "cluster_m", "cluster_n", "schedule", "scheduler", "split_k", "split_k_mode"]
 
     def test_kernel_name_is_what_the_sm90_registry_names(self):
         # The extension lists the build's sm90 kernels by the C++ config's name(): the package names them back.
@@ -74,6 +74,8 @@ class TestSm90Config:
         (Sm90Config(16, 128, 1, 1, "coop", "streamk"), "sm90_16x128x64_c1x1_coop_streamk"),
         (Sm90Config(64, 128, 1, 1, "coop", "streamk").with_split_k(4, "serial"),
          "sm90_64x128x64_c1x1_coop_streamk_k4s"),
+        (Sm90Config(128, 128, 1, 1, "coop", "streamk").with_split_k(6, "reduce_scatter"),
+         "sm90_128x128x64_c1x1_coop_streamk_k6r"),
     ])
     def test_name_round_trip(self, config, name):
         assert config.name == name
@@ -86,9 +88,12 @@ class TestSm90Config:
         ("sm90_256x128x64_c1x1_coop", "invalid config"),  # no scheduler
         ("SM90_256x128x64_c1x1_coop_persistent", "invalid config"),
         ("sm90_256x128x32_c1x1_coop_persistent", "invalid config"),  # tile_k is 64
-        # Split-K only on stream-K configs, and only serially.
+        # Split-K only on stream-K configs, and only in the kernel.
         ("sm90_256x128x64_c1x1_coop_persistent_k2s", "splits K only through its stream-K scheduler"),
-        ("sm90_256x128x64_c1x1_coop_streamk_k2p", r"the sm90 path splits K serially only \(_k<n>s\)"),
+        ("sm90_256x128x64_c1x1_coop_persistent_k4r", "splits K only through its stream-K scheduler"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k2p",
+         r"the sm90 path splits K in the kernel only \(_k<n>s serial, _k<n>r reduce-scatter\)"),
+        ("sm90_256x128x64_c1x1_coop_streamk_k4x", "invalid config"),
         ("sm90_256x128x64_c1x1_coop_streamk_sk4", "invalid config"),
         ("sm90_256x128x64_c1x1_coop_streamk_k2", "invalid config"),
         ("sm90_256x128x64_c1x1_cooperative_persistent", r"schedule must be one of \('coop', 'pingpong'\)"),
@@ -100,9 +105,10 @@ class TestSm90Config:
         with pytest.raises(ValueError, match=message):
             paths.from_name(name)
 
-    def test_split_one_serial_is_not_a_name(self):
+    @pytest.mark.parametrize("letter", ["s", "r"])
+    def test_split_one_is_not_a_name(self, letter):
         with pytest.raises(ValueError, match="split_k == 1 needs split_k_mode 'none'"):
-            paths.from_name("sm90_256x128x64_c1x1_coop_streamk_k1s")
+            paths.from_name(f"sm90_256x128x64_c1x1_coop_streamk_k1{letter}")
 
     @pytest.mark.parametrize("schedule, scheduler", [("", "persistent"), ("coop", ""), ("warpspecialized", "streamk"),
                                                      ("coop", "splitk")])
@@ -126,16 +132,25 @@ class TestSm90Config:
         with pytest.raises(ValueError, match=refused):
             dataclasses.replace(self.COOP, split_k=4)
         streamk = Sm90Config(128, 128, 1, 1, "coop", "streamk")
-        with pytest.raises(ValueError, match=r"^Sm90Config: split_k_mode must be one of \('none', 'serial'\) on this "
-                                             r"path, got 'parallel'"):
+        with pytest.raises(ValueError, match=r"^Sm90Config: split_k_mode must be one of \('none', 'serial', "
+                                             r"'reduce_scatter'\) on this path, got 'parallel'"):
             streamk.with_split_k(2, "parallel")
         split = streamk.with_split_k(3)
         assert (split.split_k, split.split_k_mode, split.kernel_name) == (3, "serial", streamk.kernel_name)
         assert split.with_split_k(1) == streamk and self.COOP.with_split_k(1) == self.COOP
         assert streamk.split_k_mode == "none"
+        scatter = streamk.with_split_k(4, "reduce_scatter")
+        assert (scatter.split_k, scatter.split_k_mode, scatter.name[-4:]) == (4, "reduce_scatter", "_k4r")
+        assert scatter.with_split_k(6).split_k_mode == "reduce_scatter"  # a new count keeps the reduction
+        # A split must name its reduction (so the tuning cache's entries from before split_k_mode make no config).
+        with pytest.raises(ValueError, match=r"^Sm90Config: split_k == 1 needs split_k_mode 'none' and split_k > 1 one "
+                                             r"of \('serial', 'reduce_scatter'\), got split_k=4, split_k_mode='none'"):
+            dataclasses.replace(streamk, split_k=4)
+        with pytest.raises(ValueError, match="split_k == 1 needs split_k_mode 'none'"):
+            streamk.with_split_k(1, "reduce_scatter")
 
     def test_it_takes_no_other_paths_fields(self):
-        for extra in (dict(warp_m=64), dict(stages=3), dict(rows=8), dict(split_k_mode="serial"), dict(tile_k=64)):
+        for extra in (dict(warp_m=64), dict(stages=3), dict(rows=8), dict(tile_k=64)):
             with pytest.raises(TypeError, match="unexpected keyword argument"):
                 Sm90Config(128, 128, **extra)
 
@@ -145,13 +160,20 @@ class TestSm90Config:
         assert len({self.COOP, sm80_twin, Sm90Config(256, 128, 1, 1, "coop", "streamk")}) == 3
 
     def test_as_dict_and_from_dict(self):
-        split = Sm90Config(64, 128, 1, 1, "coop", "streamk", 2)
-        for config in (self.COOP, self.PINGPONG, split):
+        split = Sm90Config(64, 128, 1, 1, "coop", "streamk", 2, "serial")
+        scatter = Sm90Config(128, 128, 1, 1, "coop", "streamk", 4, "reduce_scatter")
+        for config in (self.COOP, self.PINGPONG, split, scatter):
             fields = config.as_dict()
             assert fields == {"path": "sm90", "tile_m": config.tile_m, "tile_n": config.tile_n,
                               "cluster_m": config.cluster_m, "cluster_n": 1, "schedule": config.schedule,
-                              "scheduler": config.scheduler, "split_k": config.split_k}
+                              "scheduler": config.scheduler, "split_k": config.split_k,
+                              "split_k_mode": config.split_k_mode}
             assert paths.from_dict(fields) == config
+        # An entry saved before split_k_mode: a split that does not say which reduction ran.
+        old = split.as_dict()
+        del old["split_k_mode"]
+        with pytest.raises(ValueError, match="split_k > 1 one of"):
+            paths.from_dict(old)
         # A hand-edited entry whose fields contradict each other does not make a config.
         with pytest.raises(ValueError, match="splits K only through its stream-K scheduler"):
             paths.from_dict(dict(self.COOP.as_dict(), split_k=2))
@@ -304,7 +326,7 @@ def test_sm90_token_tile_by_m(M, name):
     (8192, 28672, 128, "sm90_128x256x64_c1x1_coop_streamk"),
     # 32 wide tiles x 448 k-tiles: 109 per SM; 32 tiles split 4 ways.
     (28672, 8192, 32, "sm90_32x256x64_c1x1_coop_streamk_k4s"),
-    (28672, 8192, 128, "sm90_128x256x64_c1x1_coop_streamk_k4s"),
+    (28672, 8192, 128, "sm90_128x256x64_c1x1_coop_streamk_k4r"),  # 8 subtiles split 4: the reduce-scatter
     # 56 x 128 = 54 per SM: wide to M = 64, not at 128 (which wants 96).
     (8192, 14336, 64, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
     (8192, 14336, 128, "sm90_128x128x64_c1x1_coop_streamk"),
@@ -337,8 +359,8 @@ def test_sm90_wide_tile_fills_where_the_narrow_one_idles_by_sm_count():
 
 @pytest.mark.parametrize("K, N, M, name", [
     # 128 x 128 tiles at M = 65..128 where every SM gets 16 of their k-tiles: 8192 x 4096 has 32 x 128 / 132 = 31.
-    (8192, 4096, 128, "sm90_128x128x64_c1x1_coop_streamk_k4s"),
-    (8192, 4096, 65, "sm90_128x128x64_c1x1_coop_streamk_k4s"),
+    (8192, 4096, 128, "sm90_128x128x64_c1x1_coop_streamk_k4r"),
+    (8192, 4096, 65, "sm90_128x128x64_c1x1_coop_streamk_k4r"),
     # Below, two 64-row tiles: 4096 x 4096 has 15.5 (64 tiles of 64 x 128: split 2), 1024 x 8192 7.8 (128 tiles:
     # unsplit), 8192 x 1280 9.7 (20 tiles: split 6).
     (4096, 4096, 128, "sm90_64x128x64_c1x1_coop_streamk_k2s"),
@@ -526,8 +548,9 @@ def test_sm90_64_token_tiles_above_128_rows_fill_at_most_one_wave():
     # 4096 x 4096 at M = 257: 160 tiles of 64 x 128 (1.21 waves) would fill the GPU where 96 of 128 x 128 (0.73)
     # cannot, but over one wave they are just more tiles: 128 x 128 stream-K.
     assert pick(257, 4096, 4096).name == "sm90_128x128x64_c1x1_coop_streamk"
-    # 8192 x 1280 at M = 256: 40 tiles split 3 fill 0.91 of one wave (test below).
-    assert pick(256, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
+    # 8192 x 1280 at M = 176: 30 tiles split 4 fill 0.91 of one wave, and compute 192 rows where 128-token tiles
+    # compute 256.
+    assert pick(176, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
 
 
 def test_sm90_three_token_tiles_first_at_257_to_384_rows_where_k_is_long():
@@ -650,8 +673,8 @@ def test_sm90_64_token_tiles_in_two_waves_of_thirds(M, N, K, name):
     (128, 6144, 12288, 1),
     (128, 8192, 8192, 2),
     # Tiles fewer than a quarter of the SMs keep the split (the spread measured at two to four SMs a tile): 20
-    # tiles at K = 28672 split 4, where the product is 44.1.
-    (256, 1280, 28672, 4),
+    # tiles at K = 28672 split 6 (their splits share the reduction), where the product is 44.1.
+    (256, 1280, 28672, 6),
 ])
 def test_sm90_stream_k_spread_over_a_split(M, N, K, split):
     config = sm90_path.split_for(Sm90Config(128, 128, 1, 1, "coop", "streamk"), M, N, K, 132)
@@ -659,18 +682,24 @@ def test_sm90_stream_k_spread_over_a_split(M, N, K, split):
 
 
 def test_sm90_short_split_where_128_rows_idle():
-    # 8192 x 1280, M = 256: 20 tiles of 128 x 128 split 4 fill 0.61 of a wave, 40 of 64 x 128 split 3 fill 0.91.
-    assert pick(256, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
+    # 8192 x 1280, M = 256: 20 tiles of 128 x 128 split 6 (sharing the reduction) fill 0.91 of a wave, like 40 of
+    # 64 x 128 split 3: the 128 x 128 split.
+    assert pick(256, 1280, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
+    # On 100 SMs the same 20 tiles split 5 ways (100 // 20), still sharing the reduction.
+    assert pick(256, 1280, 8192, sms=100).name == "sm90_128x128x64_c1x1_coop_streamk_k5r"
+    # Where the K left for 6 splits is too short (16 k-tiles a split: K = 4096 allows 4), 128 x 128 split 4 fills
+    # 0.61 and 40 tiles of 64 x 128 split 3 fill 0.91.
+    assert pick(256, 1280, 4096).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
     # M = 512: 40 tiles of 128 x 128 split 3 fill 0.91 themselves.
     assert pick(512, 1280, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k3s"
     # Without 64 x 128 compiled, 128 x 128 (the last choice that runs).
     no_64 = [c for c in SM90_FULL if c.tile_m != 64]
-    assert pick(256, 1280, 8192, configs=no_64).name == "sm90_128x128x64_c1x1_coop_streamk_k4s"
+    assert pick(256, 1280, 4096, configs=no_64).name == "sm90_128x128x64_c1x1_coop_streamk_k4r"
 
 
 @pytest.mark.parametrize("K, N, M, split", [
     (4096, 4096, 32, 4),    # 32 tiles of 32 x 128: 4 x 32 = 128 CTAs (measured 15.4 against 16.5 us unsplit)
-    (8192, 4096, 128, 4),   # 32 tiles of 128 x 128
+    (8192, 4096, 128, 4),   # 32 tiles of 128 x 128 (4 subtiles split 4: the reduce-scatter)
     (8192, 8192, 64, 2),    # 64 tiles: 2 x 64 = 128
     (11008, 4096, 64, 4),
     (4096, 11008, 64, 3),   # 43 tiles of 64 x 256 (86 of 64 x 128 would be more than half the SMs: unsplit)
@@ -683,7 +712,8 @@ def test_sm90_short_split_where_128_rows_idle():
 def test_sm90_split_k_rule(K, N, M, split):
     cfg = pick(M, N, K)
     assert cfg.scheduler == "streamk" and cfg.split_k == split, cfg
-    assert cfg.split_k_mode == ("none" if split == 1 else "serial")
+    scatter = cfg.tile_m == 128 and split >= 4  # a quarter of the 4 subtiles a split, or fewer
+    assert cfg.split_k_mode == ("none" if split == 1 else "reduce_scatter" if scatter else "serial")
     assert PATHS["sm90"].choose(SM90_FULL, GemmProblem(M, N, K, 64), SM90, H100) == cfg
     # Fewer SMs, fewer splits: 32 tiles on 80 SMs split 2 ways; on 40 SMs not at all.
     assert pick(32, 4096, 4096, sms=80).split_k == 2
@@ -696,9 +726,45 @@ def test_sm90_split_k_rule(K, N, M, split):
     # At most 6 ways up to 128 rows, 4 above: 20 tiles split 6 up to 128 rows (8192 x 2560, 128 x 128 at M = 128),
     # 4 at M = 129 (64 x 128 tiles, 30 of them: 132 // 30 = 4).
     assert sm90_path.MAX_SPLIT_K == 6
-    assert pick(128, 2560, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6s"
+    assert pick(128, 2560, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
     assert pick(129, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
-    assert pick(208, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k3s"
+    # Above 128 rows 6 only for 128 x 128 tiles sharing the reduction (4 subtiles, a split of 6: one each at most)
+    # and 64 x 128 tiles; 256 x 128 keeps the cap of 4.
+    assert pick(208, 1280, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
+    assert sm90_path._split((128, 128), 20, 208, 8192, 132) == 6
+    assert sm90_path._split((64, 128), 20, 208, 8192, 132) == 6
+    assert sm90_path._split((256, 128), 20, 208, 8192, 132) == 4
+    assert sm90_path._split((128, 256), 20, 208, 8192, 132) == 4
+    # 8192 x 1024 at M = 160: 24 tiles of 64 x 128 split 5.
+    assert pick(160, 1024, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k5s"
+
+
+@pytest.mark.parametrize("tile, subtiles", [
+    ((16, 128), 1), ((32, 128), 1), ((64, 128), 2), ((128, 128), 4), ((256, 128), 8),
+    ((32, 256), 2), ((64, 256), 4), ((128, 256), 8)])
+def test_sm90_epilogue_subtiles(tile, subtiles):
+    # 128 weight columns x 32 tokens (fewer tokens where the tile has fewer); kernel_types.cuh asserts the same count.
+    assert sm90_path.epilogue_subtiles(Sm90Config(*tile, 1, 1, "coop", "streamk")) == subtiles
+
+
+@pytest.mark.parametrize("tile, tiles, split, pays", [
+    ((128, 128), 20, 6, True),    # 4 subtiles: the largest owner holds 1 of 4
+    ((128, 128), 32, 4, True),
+    ((128, 128), 40, 3, False),   # 2 of 4
+    ((128, 128), 64, 2, False),
+    ((256, 128), 40, 3, False),   # 3 of 8: measured no gain in the peers harness
+    ((256, 128), 20, 4, True),    # 2 of 8
+    ((128, 256), 32, 4, True),
+    ((64, 256), 32, 4, True),
+    ((64, 128), 20, 6, False),    # 2 subtiles: never better than half
+    ((32, 256), 32, 4, False),
+    ((128, 128), 34, 4, False),   # 136 splits on 132 SMs: not all at once
+])
+def test_sm90_reduce_scatter_rule(tile, tiles, split, pays):
+    config = Sm90Config(*tile, 1, 1, "coop", "streamk")
+    assert sm90_path._reduce_scatter_pays(config, tiles, split, 132) is pays
+    # Clusters are left to the last split's reduction (their grid rounding is not modelled).
+    assert not sm90_path._reduce_scatter_pays(dataclasses.replace(config, cluster_n=2), tiles, split, 132)
 
 
 def test_sm90_picks_only_tiles_that_divide_n():
@@ -754,7 +820,7 @@ def test_sm90_reduced_build_falls_back_by_token_tile():
     minimal_set = set_configs("minimal", "sm90", SM90)
     assert [c.name for c in minimal_set] == ["sm90_128x128x64_c1x1_coop_persistent",
                                              "sm90_128x128x64_c1x1_coop_streamk"]
-    assert pick(64, configs=minimal_set).name == "sm90_128x128x64_c1x1_coop_streamk_k4s"
+    assert pick(64, configs=minimal_set).name == "sm90_128x128x64_c1x1_coop_streamk_k4r"
 
 
 def test_sm90_without_a_tile_of_n():
@@ -776,7 +842,16 @@ def test_split_variants():
     assert [v.name for v in PATHS["sm90"].split_variants(streamk.with_split_k(2), problem, H100)] == [
         "sm90_128x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k2s",
         "sm90_128x128x64_c1x1_coop_streamk_k3s", "sm90_128x128x64_c1x1_coop_streamk_k4s",
-        "sm90_128x128x64_c1x1_coop_streamk_k5s", "sm90_128x128x64_c1x1_coop_streamk_k6s"]
+        "sm90_128x128x64_c1x1_coop_streamk_k5s", "sm90_128x128x64_c1x1_coop_streamk_k6s",
+        # The reduce-scatter from 3 splits while the 32 tiles' splits fit the 132 SMs (4 x 32 = 128; 5 x 32 = 160).
+        "sm90_128x128x64_c1x1_coop_streamk_k3r", "sm90_128x128x64_c1x1_coop_streamk_k4r"]
+    # Fewer SMs, fewer: 3 x 32 = 96 fit 100 SMs, 4 x 32 do not.
+    assert [v.name for v in PATHS["sm90"].split_variants(streamk, problem, Gpu("small", 100, (9, 0)))][-1:] == [
+        "sm90_128x128x64_c1x1_coop_streamk_k3r"]
+    # The reduce-scatter the heuristic picks is swept too: 20 tiles of 8192x2560 at M = 128 split 6.
+    scatter = pick(128, 2560, 8192)
+    assert scatter.name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
+    assert scatter in PATHS["sm90"].split_variants(scatter, GemmProblem(128, 2560, 8192, 128), H100)
     # Every split the heuristic can pick is swept: 8192x1280 at M = 512 gets 20 tiles of 128 x 128 split 3.
     chosen = pick(512, 1280, 8192)
     assert chosen.name == "sm90_128x128x64_c1x1_coop_streamk_k3s"

@@ -237,12 +237,14 @@ def test_sweep_cases_keep_to_the_paths_that_run_the_problem(hand_build):
 
 def test_sweep_of_sm90_configs_splits_stream_k_only(hand_build):
     # A persistent sm90 config never splits K; stream-K configs split serially, every way up to 6
-    # (paths.sm90.MAX_SPLIT_K: each split the heuristic can pick), and never past one k-tile per split.
+    # (paths.sm90.MAX_SPLIT_K: each split the heuristic can pick), and never past one k-tile per split; from 3 ways
+    # with the reduce-scatter too, where the splits fit one wave (8 tiles here: all of them).
     from mixgemm.paths import sm90
 
     cases = cli.sweep_cases(1024, 1024, 128, 64, KernelKey(layout="sm90"), H100)
     assert _splits(cases, SM90_PERSISTENT) == [(1, "none")]
-    assert _splits(cases, SM90_STREAM_K) == [(1, "none")] + [(k, "serial") for k in range(2, 7)]
+    assert _splits(cases, SM90_STREAM_K) == ([(1, "none")] + [(k, "serial") for k in range(2, 7)]
+                                             + [(k, "reduce_scatter") for k in range(3, 7)])
     assert sm90.MAX_SPLIT_K == 6
     assert _splits(cli.sweep_cases(128, 1024, 128, 64, KernelKey(layout="sm90"), H100), SM90_STREAM_K) == [
         (1, "none"), (2, "serial")]

@@ -63,13 +63,16 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-27-h100-tp-narrow-m128-two-ahead-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-tall-split-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-split-6-peers.json"),
-                                     str(b / "2026-11-27-h100-tp-narrow-uneven-split-peers.json")])
-    assert "in 87 of 96 cells" in table
-    # The last run re-timed the narrow shards at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more
+                                     str(b / "2026-11-27-h100-tp-narrow-uneven-split-peers.json"),
+                                     str(b / "2026-11-27-h100-tp-narrow-split-6-above-128-rows-peers.json")])
+    assert "in 88 of 96 cells" in table
+    # The last run re-timed 8192x1280 and 8192x2560 at M = 128, 256, 512 with the 128 x 128 tile split 6 ways above
+    # 128 rows where its splits share the reduction (8192x1280 M = 256: 16.8 us and 1.076x cuBLAS before).
+    assert "| 8192x1280 | 256 | 15.0 | 15.2 cublas_fp16 | 0.987 | - |" in table
+    # The run before it re-timed the narrow shards at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more
     # (8192x5120 M = 256: 38.2 us beside cuBLAS's 38.2 before, behind by 0.2%), beside cuBLAS and Machete only.
     assert "| 8192x5120 | 256 | 37.2 | 38.3 cublas_fp16 | 0.971 | - |" in table
-    assert "| 8192x1280 | 256 | 16.8 | 15.6 cublas_fp16 | 1.076 **behind** | - |" in table
-    # The run before it re-timed M = 64 with splits of up to 6 (the last run has no M = 64).
+    # A run before re-timed M = 64 with splits of up to 6 (the last two have no M = 64).
     assert "| 8192x1280 | 64 | 11.7 | 12.6 cublas_fp16 | 0.928 | - |" in table
     # The last run re-timed the split-K shards at M = 16 (7168x8192: behind at 8 splits summed by a second kernel).
     assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.34x |" in table
@@ -89,12 +92,15 @@ def test_h200_tp_table_of_record():
     # No bench run on the H200: no floor file ("-"), the shards are the first peers file's shapes (8192x28672's rows
     # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only there). The second file, a later run of
     # 8192x7168 at M = 128..1024 beside cuBLAS and Machete, completes the table; the third re-times the narrow shards
-    # at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more.
+    # at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more; the fourth 8192x1280 and 8192x2560 at
+    # M = 128, 256, 512 with the 128 x 128 tile split 6 ways above 128 rows where its splits share the reduction.
     runs = [str(ROOT / "benchmarks" / name) for name in ("2026-11-27-h200-tp-shards-peers.json",
                                                           "2026-11-27-h200-tp-8192x7168-m128-1024-peers.json",
-                                                          "2026-11-27-h200-tp-narrow-uneven-split-peers.json")]
+                                                          "2026-11-27-h200-tp-narrow-uneven-split-peers.json",
+                                                          "2026-11-27-h200-tp-narrow-split-6-above-128-rows-peers.json")]
     table = _record_tool().tp_table("-", runs)
     assert "in 80 of 96 cells" in table
+    assert "| 8192x1280 | 256 | 15.4 | 14.4 cublas_fp16 | 1.073 **behind** | - |" in table  # from the fourth
     assert "| 8192x1280 | 64 | 11.9 | 11.0 cublas_fp16 | 1.076 **behind** | - |" in table  # from the first file
     assert "| 8192x7168 | 512 | 86.2 | 90.5 cublas_fp16 | 0.952 | - |" in table  # from the second
     assert "| 8192x1280 | 1024 | 37.4 | 37.1 cublas_fp16 | 1.008 **behind** | - |" in table  # from the third

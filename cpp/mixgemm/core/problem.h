@@ -21,6 +21,8 @@ enum class SplitKMode : int {
   kSerial = 1,    // every split writes fp32 partials; the tile's last split sums them in split order
   kParallel = 2,  // every split writes fp32 partials; a second kernel sums them (sm80 path)
   kStreamK = 3,   // split_k blocks share all tiles' k-tiles equally (sm80 path, sm80/kernel/stream_k_partition.h)
+  kReduceScatter = 4,  // every split of a tile runs at once; each sums and stores the epilogue subtiles it owns
+                       // (sm90 path, sm90/self_resetting_stream_k.cuh)
 };
 
 struct Split {

@@ -35,6 +35,9 @@ void check_split(const TileConfig& config, const GemmShape& shape, const Split& 
     });
     return;
   }
+  require(split.mode != SplitKMode::kReduceScatter, [] {
+    return rule("split_k_mode 'reduce_scatter' is the sm90 path's; this path splits K 'serial' or 'parallel'");
+  });
   require(split.split_k >= 1 && split.split_k <= k_tiles,
           [&] { return rule("split_k must be in [1, K / 64 = " + std::to_string(k_tiles) + "]"); });
   require((split.split_k == 1) == (split.mode == SplitKMode::kNone), [&] {

@@ -125,6 +125,11 @@ struct KernelTypes {
 
   using TiledMma = typename CollectiveMainloop::TiledMma;
   using EpilogueTile = typename StockEpilogue::EpilogueTile;
+  // The heuristic's reduce-scatter rule counts a cooperative tile's subtiles as 128 weight columns x 32 tokens (fewer
+  // tokens where the tile has fewer): python/mixgemm/paths/sm90.py, epilogue_subtiles.
+  static_assert(schedule != Schedule::kCooperative ||
+                    OwnedSubtiles::count<TileShape, EpilogueTile>() == TileN / 128 * ((TileM + 31) / 32),
+                "sm90: the epilogue's subtiles are not the ones python/mixgemm/paths/sm90.py counts");
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue,
                                                       SchedulerTag<scheduler, TiledMma, EpilogueTile>>;

@@ -85,6 +85,8 @@ Workspace workspace_of(const typename Types::Gemm::Arguments& arguments) {
     if (w.bytes > 0)
       w.locks = Kernel::TileScheduler::lock_count(arguments.scheduler, arguments.problem_shape,
                                                   Kernel::NumMmaWarpGroups);
+    w.splits_in_one_wave = Kernel::TileScheduler::splits_in_one_wave(arguments.scheduler, arguments.problem_shape,
+                                                                     arguments.hw_info);
   }
   return w;
 }

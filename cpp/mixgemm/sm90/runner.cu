@@ -50,6 +50,7 @@ Args shape_args(const GemmShape& shape, const Split& split, const WorkspaceSize&
   Args args;
   args.M = shape.M, args.N = shape.N, args.K = shape.K, args.group_size = shape.group_size;
   args.split_k = split.split_k;
+  args.reduce_scatter = split.mode == SplitKMode::kReduceScatter;
   args.workspace_bytes = scratch.bytes;
   args.lock_count = scratch.semaphores;
   args.device_sm_count = sm_count;
@@ -83,8 +84,9 @@ void can_implement(const Config& config, const KernelKey& key, const GemmShape& 
   require(split.split_k >= 1 && split.split_k <= shape.K / kTileK, [&] {
     return rule("split_k must be between 1 and K / 64 (whole k-tiles per split), got " + std::to_string(split.split_k));
   });
-  require(split.mode == (split.split_k == 1 ? SplitKMode::kNone : SplitKMode::kSerial),
-          [] { return rule("split_k == 1 needs split_k_mode 'none' and split_k > 1 'serial'"); });
+  require(split.split_k == 1 ? split.mode == SplitKMode::kNone
+                             : split.mode == SplitKMode::kSerial || split.mode == SplitKMode::kReduceScatter,
+          [] { return rule("split_k == 1 needs split_k_mode 'none' and split_k > 1 'serial' or 'reduce_scatter'"); });
   require(split.split_k == 1 || config.scheduler == Scheduler::kStreamK, [&] {
     return rule("split_k > 1 needs a stream-K config (its scheduler does the split), got " + config.name());
   });
@@ -103,6 +105,13 @@ PreparedLaunch prepare(const Config& config, const KernelKey& key, const GemmSha
   const std::uintptr_t p = 256;
   const Args probe = with_addresses(shape_args(shape, split, {}, info.sm_count), {p, p, p, p, 0, p, 0, 0}, key.quant);
   const Workspace need = kernel.workspace(probe);
+  // The splits share the reduction only where all of them run at once: elsewhere the kernel would quietly add
+  // them the serial way, and the config's name would not say what ran.
+  require(split.mode != SplitKMode::kReduceScatter || need.splits_in_one_wave, [&] {
+    return rule("split_k_mode 'reduce_scatter' needs every split of every tile resident at once: " +
+                std::to_string(split.split_k) + " splits of the output tiles of " + config.name() +
+                " exceed one wave of this GPU's " + std::to_string(info.sm_count) + " SMs");
+  });
   const WorkspaceSize scratch{need.bytes, need.locks};
   const Args bound = shape_args(shape, split, scratch, info.sm_count);
   const QuantMode quant = key.quant;

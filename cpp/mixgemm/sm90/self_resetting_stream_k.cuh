@@ -63,7 +63,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   struct Arguments : Base::Arguments {
     Lock* locks = nullptr;  // lock_count() flags, all zero before the launch; zero again after it
     int last_split_extra_k_tiles = -1;  // split-K within one wave: see split_k_tiles; -1: the rule below
-    int reduce_scatter = -1;            // split-K within one wave: 1 / 0 (see fixup); -1: the rule below
+    bool reduce_scatter = false;  // split-K within one wave: the splits share the reduction by subtile (fixup)
   };
 
   struct Params : Base::Params {
@@ -90,8 +90,7 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
         splits > 1 && params.units_per_problem_ * splits <= static_cast<uint64_t>(grid.x) * grid.y * grid.z;
     if (params.partial_per_split) {
       const uint32_t k_tiles = params.divmod_tiles_per_output_tile_.divisor;
-      params.reduce_scatter =
-          args.reduce_scatter >= 0 ? args.reduce_scatter != 0 : reduce_scatter_pays(static_cast<uint32_t>(splits));
+      params.reduce_scatter = args.reduce_scatter;
       const int extra = args.last_split_extra_k_tiles >= 0
                             ? args.last_split_extra_k_tiles
                             : last_split_extra_k_tiles(static_cast<uint32_t>(splits), params.reduce_scatter);
@@ -168,6 +167,15 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
                 .is_valid();
   }
 
+  // Whether a launch with these arguments runs its split-K within one wave (Params::partial_per_split): the only
+  // split-K whose splits can share the reduction, so the runner's rule for split_k_mode 'reduce_scatter'.
+  template <class ProblemShape>
+  static bool splits_in_one_wave(Arguments const& args, ProblemShape problem_shape,
+                                 cutlass::KernelHardwareInfo const& hw_info) {
+    return to_underlying_arguments(problem_shape, TileShape{}, ClusterShape{}, hw_info, args, nullptr)
+        .partial_per_split;
+  }
+
   // Split-K within one wave keeps one fp32 partial tile per split (see fixup); CUTLASS sizes one per tile.
   template <class ProblemShape, class ElementAccumulator>
   static size_t get_workspace_size(Arguments const& args, ProblemShape problem_shape,
@@ -203,8 +211,9 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
   //     all S; then it adds the other splits' pieces of the subtiles it owns in split order (a_s + a_0 + a_1 ...,
   //     skipping a_s), and its epilogue stores those. Each split moves about (S - 1) / S of a tile through its SM,
   //     where the last split's reduction brings S - 1 whole tiles through one. A second count on the same flag (S
-  //     more) tells the last split to finish reading that the flag can go back to 0. Where it pays:
-  //     reduce_scatter_pays.
+  //     more) tells the last split to finish reading that the flag can go back to 0. The config's split_k_mode
+  //     'reduce_scatter' asks for it (Arguments::reduce_scatter); where it pays is the heuristic's rule
+  //     (python/mixgemm/paths/sm90.py, _reduce_scatter_pays).
   //   - last split: split s < S - 1 stores its whole accumulators and counts itself on the flag; the last split,
   //     which runs the epilogue (and a few k-tiles more than the others: split_k_tiles), waits for S - 1 arrivals,
   //     adds the partials in split order ((a_{S-1} + a_0) + a_1 ...) and resets the flag.
@@ -324,25 +333,6 @@ class SelfResettingStreamK : public cutlass::gemm::kernel::detail::PersistentTil
     // Every thread of the group has passed the wait (its barrier): count the group out once more. The add that
     // brings the flag to 2S is the last of the tile's; nothing reads the flag after it in this launch.
     if (thread == 0 && atomicAdd(locks + flag, 1) == 2 * static_cast<int>(splits) - 1) locks[flag] = 0;
-  }
-
-  // Split-K within one wave: whether the reduce-scatter (fixup) beats the last split's reduction. It moves fewer bytes
-  // through each SM only where the split owning the most subtiles owns few of them: that split loads its share of
-  // every other split's partial. A/B of tools/sm90_split_fixup_ab.cu (against the last split's reduction as it ran
-  // before, 4 extra k-tiles at 2-3 splits; docs/perf-notes/2026-11-27-sm90-split-k-reduce-scatter.md), by that share:
-  //   1/4 (4 subtiles split 4 or 6, 8 split 4): 0.905x-0.978x on the H100, 0.93x-0.98x on the H200; in the peers
-  //       harness 8192x2560 at M = 128 (128 x 128 split 6) took 0.92x / 0.96x its time before;
-  //   3/8 (8 subtiles split 3: 256 x 128 and 128 x 256 tiles): 0.95x-0.99x on the H100 (under a CUDA graph too),
-  //       0.97x on the H200 in the tool, but in the peers harness the three narrow-shard cells of 256 x 128 split 3
-  //       took 1.005x-1.016x their time before on both GPUs (against cuBLAS in the same runs, 0.00-0.02 more);
-  //   1/2 (4 subtiles split 2 or 3, 2 split 2, 3 or 6: 128 x 128, 64 x 128): 0.98x-1.025x on the H100, 1.00x-1.03x
-  //       on the H200.
-  // So it runs where that share is at most 1/4: the one 3/8 tile the harness timed did not gain there, and 128 x 256
-  // split 3, not timed in the harness, is left out with it.
-  static bool reduce_scatter_pays(uint32_t splits) {
-    constexpr uint32_t subtiles = OwnedSubtiles::count<TileShape, EpilogueTile>();
-    const uint32_t largest_share = (subtiles + splits - 1) / splits;
-    return 4 * largest_share <= subtiles;
   }
 
   // Split-K within one wave: how many k-tiles more than each of the others the last split runs. The others store their

@@ -54,6 +54,9 @@ struct Config {
 struct Workspace {
   int64_t bytes = 0;
   int64_t locks = 0;
+  // What the sizing found about the decomposition: split-K with every split of every tile resident at once, the
+  // condition of split_k_mode 'reduce_scatter' (runner.cu checks it).
+  bool splits_in_one_wave = false;
 };
 
 // Device pointers and sizes of one call: D[M, N] = A[M, K] @ W + bias, W = q * scales (+ offsets).
@@ -79,9 +82,9 @@ struct Args {
   // Split-K within one wave: how many more k-tiles the last split runs than each of the others; -1: the scheduler's
   // rule (self_resetting_stream_k.cuh). A tuning knob for tools/sm90_split_fixup_ab.cu; the library leaves it at -1.
   int last_split_extra_k_tiles = -1;
-  // Split-K within one wave: 1, the splits share the reduction and the epilogue by subtile; 0, the last split adds
-  // the others' partial tiles and stores the tile; -1: the scheduler's rule. A knob for the same A/B tool.
-  int reduce_scatter = -1;
+  // Split-K within one wave (split_k_mode 'reduce_scatter'): the splits share the reduction and the epilogue by
+  // subtile; else the last split adds the others' partial tiles and stores the tile (self_resetting_stream_k.cuh).
+  bool reduce_scatter = false;
 };
 
 }  // namespace mixgemm::sm90

@@ -50,7 +50,7 @@ def from_name(name: str) -> GemmConfig | str:
     raise ValueError(
         f"invalid config {name!r}: expected 'auto', a path name ({', '.join(PATHS)}) or a config name such as "
         "16x128x64_w16x32x64_s4 (sm80; _k4s / _k4p for split-K 4 serial / parallel, _sk264 for stream-K over 264 "
-        f"blocks), decode_m8_w4_k4s, sm90_128x128x64_c1x1_coop_streamk_k2s or {dequant.NAME}"
+        f"blocks), decode_m8_w4_k4s, sm90_128x128x64_c1x1_coop_streamk_k2s (_k4r: reduce-scatter) or {dequant.NAME}"
     )
 
 

@@ -56,7 +56,8 @@ class GemmConfig:
     Each subclass is a frozen dataclass holding its path's compiled fields plus ``split_k``; ``split_k_mode``
     names how K is split (``"none"``, ``"serial"``: the last split of a tile sums the partials in split order;
     ``"parallel"``: a second kernel sums them; ``"streamk"``: ``split_k`` resident blocks share every tile's
-    k-tiles), and which modes a path has is its own rule.
+    k-tiles; ``"reduce_scatter"``: every split of a tile runs at once and sums and stores the subtiles it owns), and
+    which modes a path has is its own rule.
     """
 
     path: ClassVar[str]
@@ -70,8 +71,8 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
-        """The config's name: the kernel's name and its split (``_k4s`` / ``_k4p``: split-K 4 serial / parallel,
-        ``_sk264``: stream-K over 264 blocks)."""
+        """The config's name: the kernel's name and its split (``_k4s`` / ``_k4p`` / ``_k4r``: split-K 4 serial /
+        parallel / reduce-scatter, ``_sk264``: stream-K over 264 blocks)."""
         if self.split_k_mode == "streamk":
             return f"{self.kernel_name}_sk{self.split_k}"
         return self.kernel_name if self.split_k == 1 else f"{self.kernel_name}_k{self.split_k}{self.split_k_mode[0]}"

@@ -5,8 +5,10 @@ The kernel computes the transposed problem ``y^T = W^T x^T`` so the narrow weigh
 operand. Config: ``tile_m`` tokens (rows of x) x ``tile_n`` weight columns x 64 per CTA, ``cluster_m`` x
 ``cluster_n`` CTAs per cluster, schedule ``"coop"`` (two consumer warpgroups split one weight tile) or
 ``"pingpong"`` (they alternate whole tiles), tile scheduler ``"persistent"`` or ``"streamk"``. A stream-K config
-with ``split_k`` > 1 cuts every tile's K into that many runs whose fp32 partials are added in split order
-(mode ``"serial"``, deterministic).
+with ``split_k`` > 1 cuts every tile's K into that many runs whose fp32 partials are added in an order fixed per
+element (deterministic), by one of two reductions (``split_k_mode``): ``"serial"`` (name ``_k<n>s``), the tile's
+last split adds the others' partials and stores the tile; ``"reduce_scatter"`` (``_k<n>r``), where every split of
+every tile runs at once, each split adds and stores the epilogue subtiles it owns.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ import re
 import torch
 
 from ..kernel_key import KernelKey
-from .base import GemmProblem, Gpu, KernelPath, SerialSplitConfig, check_positive_ints, check_split
+from .base import GemmConfig, GemmProblem, Gpu, KernelPath, check_positive_ints, check_split
 
 TILE_K = 64  # 128 bytes of 16-bit x per k-tile
 SCHEDULES = ("coop", "pingpong")
 SCHEDULERS = ("persistent", "streamk")
+SPLIT_K_MODES = ("none", "serial", "reduce_scatter")
+_MODE_OF_LETTER = {"s": "serial", "r": "reduce_scatter"}
 
 
 @dataclasses.dataclass(frozen=True)
-class Sm90Config(SerialSplitConfig):
-    """An sm90-path kernel: token tile x weight tile, cluster, schedule, tile scheduler, and a split of K (stream-K
-    schedulers only)."""
+class Sm90Config(GemmConfig):
+    """An sm90-path kernel: token tile x weight tile, cluster, schedule, tile scheduler, and a split of K and its
+    reduction (stream-K schedulers only)."""
 
     tile_m: int
     tile_n: int
@@ -38,6 +42,7 @@ class Sm90Config(SerialSplitConfig):
     schedule: str = "coop"
     scheduler: str = "persistent"
     split_k: int = 1
+    split_k_mode: str = "none"
 
     path = "sm90"
     tile_k = TILE_K
@@ -47,10 +52,12 @@ class Sm90Config(SerialSplitConfig):
         if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
             raise ValueError(f"Sm90Config: schedule must be one of {SCHEDULES} and scheduler one of {SCHEDULERS}, "
                              f"got {self.schedule!r}, {self.scheduler!r}")
-        check_split("Sm90Config", self.split_k, self.split_k_mode, ("none", "serial"))
-        if self.split_k > 1 and self.scheduler != "streamk":
+        if self.split_k != 1 and self.scheduler != "streamk":
             raise ValueError("Sm90Config: an sm90 config splits K only through its stream-K scheduler: split_k > 1 "
                              "needs scheduler 'streamk'")
+        # A split names its reduction: the tuning cache's entries from before split_k_mode (which did not say which
+        # one ran) fail here, and the cache skips them.
+        check_split("Sm90Config", self.split_k, self.split_k_mode, SPLIT_K_MODES)
 
     @property
     def kernel_name(self) -> str:
@@ -58,7 +65,7 @@ class Sm90Config(SerialSplitConfig):
                 f"{self.scheduler}")
 
 
-_NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+)([sp]))?")
+_NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+)([spr]))?")
 
 # ---------------------------------------------------------------------------------------------------------
 # The heuristic (tools/path_probe.py on an H100; docs/perf-notes/2026-11-23-one-layout-per-gpu.md,
@@ -154,8 +161,17 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # SMs where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
 # tiles was the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4
 # took 1.08x-1.15x; splits of 7 and 8 (past one wave) 1.40x-1.52x. On the H200, out of sample (M = 40..120), the fastest
-# config in all five cells. Above 128 rows the cap stays 4: on 8192x1280 at M = 208 / 256 128 x 128 split 6 took 1.03x /
-# 1.01x the 64 x 128 split of 3 that the cap of 4 leaves first (H100; 0.98x on the H200 at M = 208).
+# config in all five cells. Above 128 rows the cap is 4 but for two tiles:
+#   - 128 x 128 where its splits share the reduction (_reduce_scatter_pays: splits of 4 or more). With the last split
+#     adding the partials, its split of 6 took 1.03x / 1.01x the 64 x 128 split of 3 that the cap of 4 leaves first on
+#     8192x1280 at M = 208 / 256 (H100; 0.98x on the H200 at M = 208). Sharing it, it was the fastest config on
+#     8192x1280 at M = 208..256 and 16384x1280 at M = 224 on both GPUs (the 64 x 128 split 1.03x-1.12x on the H100,
+#     1.09x-1.11x on the H200, 1.25x / 1.26x on 16384x1280), and 1.00x-1.03x the fastest where it replaced a split of 4
+#     on N = 1024..1536 at M = 192..320 (1.02x-1.09x before);
+#   - 64 x 128, whose split of 5 of 24 tiles (N = 1024, M = 129..192) was the fastest config on 8192x1024 M = 160,
+#     5120x1024 M = 192 and 28672x1024 M = 160 on both GPUs (the 128 x 128 split of 5-6 1.02x-1.14x).
+# The 256 x 128 tile keeps the cap: split 5 ways it took 1.09x-1.10x the fastest config on 8192x3072 at M = 160 / 224
+# (H100 and H200 sweeps, docs/perf-notes/2026-11-27-sm90-split-k-reduction-as-a-config.md).
 MAX_SPLIT_K = 6
 _MAX_SPLIT_K_ABOVE_128_ROWS = 4
 _MIN_K_TILES_PER_SPLIT = 16
@@ -302,17 +318,22 @@ def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: 
     return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
-def _split(tiles: int, M: int, K: int, sm_count: int) -> int:
-    """The split-K of a stream-K config with ``tiles`` output tiles for M rows (see split_for)."""
-    cap = MAX_SPLIT_K if M <= 128 else _MAX_SPLIT_K_ABOVE_128_ROWS
-    return max(1, min(cap, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
+def _split(tile: tuple[int, int], tiles: int, M: int, K: int, sm_count: int) -> int:
+    """The split-K of a stream-K config of ``tile`` (tile_m, tile_n) with ``tiles`` output tiles for M rows (see
+    split_for): at most MAX_SPLIT_K, and above 128 rows at most _MAX_SPLIT_K_ABOVE_128_ROWS but for 64 x 128 tiles and
+    128 x 128 tiles whose splits share the reduction."""
+    split = max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
+    uncapped = tile == (64, 128) or (tile == (128, 128) and _owned_share_is_small(_subtiles(*tile), split))
+    if M > 128 and split > _MAX_SPLIT_K_ABOVE_128_ROWS and not uncapped:
+        split = _MAX_SPLIT_K_ABOVE_128_ROWS
+    return split
 
 
 def _fill(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> float:
     """The share of one wave that ``tile_m`` x ``tile_n`` tiles fill: stream-K tiles at split_for's split (a split
     never passes one wave), persistent ones unsplit."""
     tiles = _tiles(tile_m, tile_n, M, N)
-    return tiles * (_split(tiles, M, K, sm_count) if scheduler == "streamk" else 1) / sm_count
+    return tiles * (_split((tile_m, tile_n), tiles, M, K, sm_count) if scheduler == "streamk" else 1) / sm_count
 
 
 def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, str], ...], M: int, N: int,
@@ -355,7 +376,7 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     if (tile_m, tile_n) == (128, 128) and M <= 128:
         return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
-        split = _split(_tiles(256, 128, M, N), M, K, sm_count)
+        split = _split((256, 128), _tiles(256, 128, M, N), M, K, sm_count)
         if M > 256 and K // TILE_K // split < _TALL_SPLIT_MIN_K_TILES_PER_SPLIT_ABOVE_256_ROWS:
             return False
         return _fills_where_the_others_idle((256, 128), ((256, 64, "persistent"), (128, 128, "streamk")), M, N, K,
@@ -502,7 +523,7 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
     split K by ``sm_count // tiles``, at most 6 ways (4 above 128 rows) and with at least 16 k-tiles per split (above
     256 rows the 256-column tile only where the split fills _SPLIT_MIN_FILL of a wave); 128-token tiles 3 ways in two
     waves of thirds (_THIRDS_SPLIT), and unsplit where stream-K's spread beats their split
-    (_STREAM_K_SPREAD_COST_K_TILES); others unsplit."""
+    (_STREAM_K_SPREAD_COST_K_TILES); others unsplit. The splits share the reduction where _reduce_scatter_pays."""
     if config.scheduler != "streamk":
         return config
     tiles = _tiles(config.tile_m, config.tile_n, M, N)
@@ -510,13 +531,59 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
     if token_tile_128 and _in_two_waves_of_thirds(M, N, K, sm_count):
         split = _THIRDS_SPLIT
     else:
-        split = _split(tiles, M, K, sm_count)
+        split = _split((config.tile_m, config.tile_n), tiles, M, K, sm_count)
         if (config.tile_n == _WIDE_TILE_N and M > _WIDE_SPLIT_FILLS_ABOVE_M
                 and tiles * split < _SPLIT_MIN_FILL * sm_count):
             split = 1
     if token_tile_128 and _spread_beats_split(tiles, split, K, sm_count):
         split = 1
-    return config.with_split_k(split)
+    return config.with_split_k(split, "reduce_scatter" if _reduce_scatter_pays(config, tiles, split, sm_count) else None)
+
+
+# The split's reduction: the splits of a tile that run at once can share it by epilogue subtile (split_k_mode
+# "reduce_scatter"): split s of S owns subtiles s, s + S, ..., stores the pieces of its accumulators that the others
+# own, then adds theirs into its own subtiles and stores those (cpp/mixgemm/sm90/self_resetting_stream_k.cuh). The
+# last split's reduction ("serial") brings S - 1 whole partial tiles through one SM; the reduce-scatter brings the
+# largest owner's share of each, but makes every split wait for every other. So it pays only where that share is
+# small. A/B of tools/sm90_split_fixup_ab.cu against the last split's reduction (4 extra k-tiles at 2-3 splits;
+# docs/perf-notes/2026-11-27-sm90-split-k-reduce-scatter.md), by the largest owner's share:
+#   1/4 (4 subtiles split 4 or 6, 8 split 4): 0.905x-0.978x on the H100, 0.93x-0.98x on the H200; in the peers
+#       harness 8192x2560 at M = 128 (128 x 128 split 6) took 0.92x / 0.96x its time before;
+#   3/8 (8 subtiles split 3: 256 x 128 and 128 x 256 tiles): 0.95x-0.99x in the tool on both GPUs, but in the peers
+#       harness the narrow-shard cells of 256 x 128 split 3 took 1.005x-1.016x their time before (across runs);
+#   1/2 (4 subtiles split 2 or 3, 2 split 2, 3 or 6: 128 x 128, 64 x 128): 0.98x-1.025x on the H100, 1.00x-1.03x
+#       on the H200.
+_REDUCE_SCATTER_MAX_SHARE = 1 / 4
+# The epilogue's subtile (CUTLASS's auto epilogue tile of the cooperative schedule for 16-bit outputs): 128 weight
+# columns x 32 tokens, fewer tokens where the tile has fewer (cpp/mixgemm/sm90/kernel_types.cuh asserts the count).
+_EPILOGUE_SUBTILE_N, _EPILOGUE_SUBTILE_M = 128, 32
+
+
+def epilogue_subtiles(config: Sm90Config) -> int:
+    """How many epilogue subtiles a cooperative tile of ``config`` has (the reduce-scatter's unit)."""
+    return _subtiles(config.tile_m, config.tile_n)
+
+
+def _subtiles(tile_m: int, tile_n: int) -> int:
+    return tile_n // _EPILOGUE_SUBTILE_N * math.ceil(tile_m / _EPILOGUE_SUBTILE_M)
+
+
+def _owned_share_is_small(subtiles: int, split: int) -> bool:
+    """Whether the split owning the most of ``subtiles`` owns at most _REDUCE_SCATTER_MAX_SHARE of them."""
+    return math.ceil(subtiles / split) <= _REDUCE_SCATTER_MAX_SHARE * subtiles
+
+
+def _splits_in_one_wave(config: Sm90Config, tiles: int, split: int, sm_count: int) -> bool:
+    """Whether ``split`` splits of ``tiles`` tiles all run at once on ``sm_count`` SMs: the reduce-scatter's
+    condition, which the runner checks against the scheduler's own grid. Single-CTA clusters only: the grid's rounding
+    to whole clusters is not modelled here, and no rule picks a split cluster."""
+    return split > 1 and config.cluster_m * config.cluster_n == 1 and tiles * split <= sm_count
+
+
+def _reduce_scatter_pays(config: Sm90Config, tiles: int, split: int, sm_count: int) -> bool:
+    """Whether the splits of ``config``'s ``tiles`` tiles should share the reduction (see above)."""
+    return (_splits_in_one_wave(config, tiles, split, sm_count)
+            and _owned_share_is_small(epilogue_subtiles(config), split))
 
 
 def _spread_beats_split(tiles: int, split: int, K: int, sm_count: int) -> bool:
@@ -559,11 +626,14 @@ class Sm90Path(KernelPath):
             return None
         tile_m, tile_n, cluster_m, cluster_n, schedule, scheduler, split, letter = match.groups()
         if letter == "p":
-            raise ValueError(f"invalid config {name!r}: the sm90 path splits K serially only (_k<n>s)")
-        if split is not None:  # "_k1s": a split of one is no split
-            check_split("Sm90Config", int(split), "serial", ("none", "serial"))
-        return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler,
-                          int(split) if split else 1)
+            raise ValueError(f"invalid config {name!r}: the sm90 path splits K in the kernel only (_k<n>s serial, "
+                             f"_k<n>r reduce-scatter)")
+        if split is None:
+            return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler)
+        mode = _MODE_OF_LETTER[letter]
+        check_split("Sm90Config", int(split), mode, SPLIT_K_MODES)  # "_k1s": a split of one is no split
+        return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler, int(split),
+                          mode)
 
     def fits(self, config: Sm90Config, problem: GemmProblem, key: KernelKey) -> str | None:
         reason = super().fits(config, problem, key)
@@ -580,10 +650,16 @@ class Sm90Path(KernelPath):
     def split_variants(self, config: Sm90Config, problem: GemmProblem, gpu: Gpu) -> list[Sm90Config]:
         # Every split split_for can choose (3 where sm_count // tiles is 3, e.g. 8192x1280 at M = 512), so auto's
         # pick is always among the configs the sweep times.
+        # The reduce-scatter from 3 splits on where they run at once: at 2 each split owns half the tile (it loads as
+        # much as the last split does), and it never paid there.
         base = config.with_split_k(1)
         if config.scheduler != "streamk":
             return [base]
-        return [base] + [base.with_split_k(k) for k in range(2, min(problem.K // TILE_K, MAX_SPLIT_K) + 1)]
+        splits = range(2, min(problem.K // TILE_K, MAX_SPLIT_K) + 1)
+        tiles = _tiles(config.tile_m, config.tile_n, problem.M, problem.N)
+        return ([base] + [base.with_split_k(k, "serial") for k in splits]
+                + [base.with_split_k(k, "reduce_scatter") for k in splits
+                   if k >= 3 and _splits_in_one_wave(base, tiles, k, gpu.sm_count)])
 
     def plan(self, config, problem, key, gpu, device):
         if gpu.capability != (9, 0):
