@@ -28,7 +28,8 @@
 // Options from the environment: AB_ROUNDS (default 11); AB_EXTRAS=0,4,8 times the last split's reduction and the
 // reduce-scatter alone, each with the last split running that many k-tiles more than the others
 // (Args::last_split_extra_k_tiles, Args::reduce_scatter); AB_BREAK and AB_GRAPH as sm90_ab_cell.cuh says (AB_GRAPH
-// needs --default-stream per-thread in the build).
+// needs --default-stream per-thread in the build). -DAB_EPI_TOKENS=16 adds both reductions with epilogue subtiles of that
+// many tokens (KernelTypes' EpilogueTokens) to the default variants, checked against the last split's output.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -127,6 +128,11 @@ using namespace ab_cell;
 
 using Shipped = KernelTypes<ActType::kFloat16, 4, QuantMode::kScaleOffset, AB_TILE_M, AB_TILE_N, 1, 1,
                             Schedule::kCooperative, Scheduler::kStreamK>;
+#ifdef AB_EPI_TOKENS
+// The same kernel with epilogue subtiles of AB_EPI_TOKENS tokens (KernelTypes' EpilogueTokens): more subtiles to share.
+using Fine = KernelTypes<ActType::kFloat16, 4, QuantMode::kScaleOffset, AB_TILE_M, AB_TILE_N, 1, 1,
+                         Schedule::kCooperative, Scheduler::kStreamK, AB_EPI_TOKENS>;
+#endif
 
 template <int kMode>
 struct Hollow : Shipped {
@@ -182,6 +188,14 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
   check(cudaDeviceSynchronize(), "first launches");
   const size_t different = differing(y, y_vector, M, N);
   const float scatter_difference = largest_difference(y, y_scatter, M, N);
+#ifdef AB_EPI_TOKENS
+  // The finer subtiles' reduce-scatter: another owner for some pieces, the same sums to fp16 rounding.
+  launch<Fine>(scatter, nullptr);
+  check(cudaDeviceSynchronize(), "fine launch");
+  const float fine_difference = largest_difference(y, y_scatter, M, N);
+#else
+  const float fine_difference = 0;
+#endif
 
   auto time_block = [&](auto launch_one) { return cell.time_block(a, launch_one); };
   // The variants in print order, the first the ratios' denominator: with AB_EXTRAS (a comma list of k-tiles), the
@@ -219,6 +233,15 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
                               launch<Shipped>(args, nullptr);
                             });
                           }});
+#ifdef AB_EPI_TOKENS
+    for (bool mode : {false, true})
+      variants.push_back({std::string(mode ? "scatter" : "last") + "-e" + std::to_string(AB_EPI_TOKENS), [&, mode] {
+                            return time_block([mode](Args args) {
+                              args.reduce_scatter = mode;
+                              launch<Fine>(args, nullptr);
+                            });
+                          }});
+#endif
     variants.push_back({"scatter-1-store", [&] {
                           return time_block([](Args args) {
                             args.reduce_scatter = true;
@@ -251,8 +274,8 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
     printf("  %s %.2f us", variants[v].name.c_str(), t[v][mid]);
     if (v) printf(" (%.3f [%.3f..%.3f])", ratio[v][mid], ratio[v].front(), ratio[v].back());
   }
-  printf("  last vs vector: %zu outputs differ; last vs scatter: %.1e of the largest |y|\n", different,
-         scatter_difference);
+  printf("  last vs vector: %zu outputs differ; last vs scatter: %.1e, vs fine scatter %.1e of the largest |y|\n",
+         different, scatter_difference, fine_difference);
   fflush(stdout);
   cudaFree(y);
   cudaFree(y_vector);

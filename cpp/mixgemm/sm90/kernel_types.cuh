@@ -71,8 +71,11 @@ using SchedulerTag = cute::conditional_t<s == Scheduler::kStreamK,
                                          cutlass::gemm::PersistentScheduler>;
 
 // Template arguments use our naming (TileM tokens, TileN weight columns; see sm90_args.h).
+// EpilogueTokens: the epilogue subtile's tokens, 128 weight columns each (the cooperative builder's only width); 0 is
+// the builder's own choice (32 tokens, fewer where the tile has fewer). Finer subtiles give a split more subtiles to
+// share (split_k_owned_subtiles.cuh); tools/sm90_split_fixup_ab.cu times them, the library builds 0.
 template <ActType act, int bits, QuantMode mode, int TileM, int TileN, int ClusterM, int ClusterN, Schedule schedule,
-          Scheduler scheduler>
+          Scheduler scheduler, int EpilogueTokens = 0>
 struct KernelTypes {
   using Element = typename ElementOf<act>::type;  // activations, scales, offsets, bias, output
   using Quant = QuantOf<bits>;
@@ -101,11 +104,14 @@ struct KernelTypes {
   // through calls our stream-K scheduler does not follow (its is_last_tile would then answer wrongly).
   static_assert(!(kStreamK && schedule == Schedule::kPingpong), "sm90: stream-K runs only the cooperative schedule");
 
+  using EpilogueTileChoice =
+      cute::conditional_t<EpilogueTokens == 0, cutlass::epilogue::collective::EpilogueTileAuto,
+                          cute::Shape<cute::_128, cute::Int<EpilogueTokens == 0 ? 32 : EpilogueTokens>>>;
   // D = acc + bias[row of D^T] (no C source: ElementC void).
   using Fusion = cutlass::epilogue::fusion::LinCombPerRowBias<Element, float, Element, void, float>;
   using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, void, LayoutD, kAlignD, Element,
+      EpilogueTileChoice, Accumulator, float, void, LayoutD, kAlignD, Element,
       LayoutD, kAlignD, typename Tags::Epilogue, Fusion>::CollectiveOp;
   // The builder's epilogue, storing only a reduce-scatter split's own subtiles (split_k_owned_subtiles.cuh).
   using CollectiveEpilogue = OwnedSubtilesEpilogue<StockEpilogue>;
@@ -127,7 +133,7 @@ struct KernelTypes {
   using EpilogueTile = typename StockEpilogue::EpilogueTile;
   // The heuristic's reduce-scatter rule counts a cooperative tile's subtiles as 128 weight columns x 32 tokens (fewer
   // tokens where the tile has fewer): python/mixgemm/paths/sm90.py, epilogue_subtiles.
-  static_assert(schedule != Schedule::kCooperative ||
+  static_assert(schedule != Schedule::kCooperative || EpilogueTokens != 0 ||
                     OwnedSubtiles::count<TileShape, EpilogueTile>() == TileN / 128 * ((TileM + 31) / 32),
                 "sm90: the epilogue's subtiles are not the ones python/mixgemm/paths/sm90.py counts");
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
