@@ -553,6 +553,24 @@ def test_sm90_64_token_tiles_above_128_rows_fill_at_most_one_wave():
     assert pick(176, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
 
 
+@pytest.mark.parametrize("M, N, K, name", [
+    # 40 tiles of 128 x 128 split 3 (42 k-tiles a split) fill 0.91 of a wave: before the 64-token tiles.
+    (144, 2560, 8192, "sm90_128x128x64_c1x1_coop_streamk_k3s"),
+    (192, 2560, 8192, "sm90_128x128x64_c1x1_coop_streamk_k3s"),
+    (160, 2560, 16384, "sm90_128x128x64_c1x1_coop_streamk_k3s"),
+    # 20 tiles split 6 (42 k-tiles a split, sharing the reduction).
+    (160, 1280, 16384, "sm90_128x128x64_c1x1_coop_streamk_k6r"),
+    # 21 k-tiles a split: the 64-token tiles stay.
+    (144, 2560, 4096, "sm90_64x128x64_c1x1_coop_streamk_k2s"),
+    (160, 1280, 8192, "sm90_64x128x64_c1x1_coop_streamk_k4s"),
+    # 128 x 128 tiles making over half a wave get no split: the 64-token tiles.
+    (160, 5120, 8192, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
+])
+def test_sm90_long_128_token_splits_before_64_token_tiles(M, N, K, name):
+    assert pick(M, N, K).name == name
+    assert sm90_path._LONG_SPLIT_MIN_K_TILES == 32
+
+
 def test_sm90_three_token_tiles_first_at_257_to_384_rows_where_k_is_long():
     # 8192 x 8192 (128 k-tiles): three 128-token tiles compute 384 rows where two 256-token ones compute 512, so
     # 128 x 128 stream-K goes before the 256 x 128 persistent tile (128 tiles, one wave) from 257 to 384 rows.

@@ -225,6 +225,13 @@ _STREAM_K_SPREAD_COST_K_TILES = 20
 # docs/perf-notes/2026-11-27-sm90-m144-240-sweep.md), its picks took 0.977x-1.029x the fastest config, and
 # 0.995x-1.037x on the H200 (the top of each on 4096x5120, where 64 x 256 split 2 was fastest).
 _TOKEN_TILE_64_MAX_M = 192
+# Except where 128 x 128 tiles split fill the same wave with long splits: each 64-token tile converts every weight
+# k-tile it streams for 64 tokens where a 128-token one does it for 128, and with enough k-tiles a split that outweighs
+# the 64 rows the bigger tiles compute in vain. Sweeps at M = 144..192 on both GPUs (docs/perf-notes/
+# 2026-11-27-sm90-split-k-reduction-as-a-config.md): with 42-85 k-tiles a split 128 x 128 split 3 or 6 was the fastest
+# config or within 0.9% on 8192x2560, 8192x2816, 16384x2560 and 16384x1280, where the 64-token tiles took
+# 1.015x-1.10x; with 21 the 64-token tiles stayed the fastest or within 0.5% (4096x2560, split 3; 8192x1280, split 6).
+_LONG_SPLIT_MIN_K_TILES = 32
 # The 256 x 64 ping-pong tile only where the TMA unit zero-fills at most this many rows of the last x box it loads
 # (_x_rows_zero_filled). Its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so
 # the fill of rows past M is not hidden behind it. H100 sweep at M = 144..240 (the note above), on 1024x8192,
@@ -454,7 +461,7 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
     if M <= 128 or math.ceil(M / 64) * 64 == math.ceil(M / 128) * 128:  # no rows fewer than 128-token tiles
         return None
     thirds = _in_two_waves_of_thirds(M, N, K, sm_count)
-    if M > _TOKEN_TILE_64_MAX_M and not thirds:
+    if (M > _TOKEN_TILE_64_MAX_M and not thirds) or _long_split_fills_with_128_tokens(M, N, K, sm_count):
         return None
     for tile_n in (_WIDE_TILE_N, _NARROW_TILE_N):
         config = by_shape.get((64, tile_n, "coop", "streamk"))
@@ -466,6 +473,17 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
         if _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1:
             return config
     return None
+
+
+def _long_split_fills_with_128_tokens(M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether 128 x 128 tiles at split_for's split fill one wave (_SPLIT_MIN_FILL to 1 of it) with at least
+    _LONG_SPLIT_MIN_K_TILES k-tiles a split (see _TOKEN_TILE_64_MAX_M)."""
+    if N % _NARROW_TILE_N:
+        return False
+    tiles = _tiles(128, _NARROW_TILE_N, M, N)
+    split = _split((128, _NARROW_TILE_N), tiles, M, K, sm_count)
+    return (split > 1 and _SPLIT_MIN_FILL * sm_count <= tiles * split <= sm_count
+            and K // TILE_K // split >= _LONG_SPLIT_MIN_K_TILES)
 
 
 def _three_token_tiles(by_shape: dict, M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
