@@ -231,6 +231,8 @@ _TOKEN_TILE_64_MAX_M = 192
 # 2026-11-27-sm90-split-k-reduction-as-a-config.md): with 42-85 k-tiles a split 128 x 128 split 3 or 6 was the fastest
 # config or within 0.9% on 8192x2560, 8192x2816, 16384x2560 and 16384x1280, where the 64-token tiles took
 # 1.015x-1.10x; with 21 the 64-token tiles stayed the fastest or within 0.5% (4096x2560, split 3; 8192x1280, split 6).
+# Between (H100): with 32 (6144x2560 M = 144 / 176) the 128 x 128 split was fastest, the 64-token tiles 1.023x /
+# 1.030x; with 26 (5120x2560 M = 160) they tied (1.001x).
 _LONG_SPLIT_MIN_K_TILES = 32
 # The 256 x 64 ping-pong tile only where the TMA unit zero-fills at most this many rows of the last x box it loads
 # (_x_rows_zero_filled). Its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so
