@@ -746,8 +746,8 @@ def test_sm90_split_k_rule(K, N, M, split):
     assert sm90_path.MAX_SPLIT_K == 6
     assert pick(128, 2560, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
     assert pick(129, 1280, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
-    # Above 128 rows 6 only for 128 x 128 tiles sharing the reduction (4 subtiles, a split of 6: one each at most)
-    # and 64 x 128 tiles; 256 x 128 keeps the cap of 4.
+    # Above 128 rows 6 only for 128 x 128 tiles (whose splits of 4 or more share the reduction) and 64 x 128 tiles;
+    # 256 x 128 and 128 x 256 keep the cap of 4.
     assert pick(208, 1280, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
     assert sm90_path._split((128, 128), 20, 208, 8192, 132) == 6
     assert sm90_path._split((64, 128), 20, 208, 8192, 132) == 6

@@ -161,19 +161,21 @@ _MIN_WAVE_EFFICIENCY = 0.9
 # SMs where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
 # tiles was the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4
 # took 1.08x-1.15x; splits of 7 and 8 (past one wave) 1.40x-1.52x. On the H200, out of sample (M = 40..120), the fastest
-# config in all five cells. Above 128 rows the cap is 4 but for two tiles:
-#   - 128 x 128 where its splits share the reduction (_reduce_scatter_pays: splits of 4 or more). With the last split
-#     adding the partials, its split of 6 took 1.03x / 1.01x the 64 x 128 split of 3 that the cap of 4 leaves first on
-#     8192x1280 at M = 208 / 256 (H100; 0.98x on the H200 at M = 208). Sharing it, it was the fastest config on
-#     8192x1280 at M = 208..256 and 16384x1280 at M = 224 on both GPUs (the 64 x 128 split 1.03x-1.12x on the H100,
-#     1.09x-1.11x on the H200, 1.25x / 1.26x on 16384x1280), and 1.00x-1.03x the fastest where it replaced a split of 4
-#     on N = 1024..1536 at M = 192..320 (1.02x-1.09x before);
+# config in all five cells. Above 128 rows the cap is 4 but for the 128- and 64-token tiles of 128 columns:
+#   - 128 x 128 (its splits of 4 or more share the reduction: _reduce_scatter_pays). The cap came from 8192x1280 at
+#     M = 208 / 256, where its split of 6 took 1.03x / 1.01x the 64 x 128 split of 3 (H100; 0.98x on the H200 at
+#     M = 208), timings of kernels since changed. In the H100 / H200 sweeps of 2026-11-27 it beats that split there
+#     with either reduction (0.95x-0.99x with the last split's, 0.94x-0.98x less again sharing it): the fastest config
+#     on 8192x1280 at M = 208..256 (224: H100 only) and 16384x1280 at M = 224 on both GPUs, where the 64 x 128 split
+#     took 1.03x-1.26x; and 1.00x-1.03x the fastest where it replaced a split of 4 on N = 1024..1536 at M = 192..320
+#     (1.02x-1.09x before);
 #   - 64 x 128, whose split of 5 of 24 tiles (N = 1024, M = 129..192) was the fastest config on 8192x1024 M = 160,
 #     5120x1024 M = 192 and 28672x1024 M = 160 on both GPUs (the 128 x 128 split of 5-6 1.02x-1.14x).
 # The 256 x 128 tile keeps the cap: split 5 ways it took 1.09x-1.10x the fastest config on 8192x3072 at M = 160 / 224
-# (H100 and H200 sweeps, docs/perf-notes/2026-11-27-sm90-split-k-reduction-as-a-config.md).
+# (H100 sweep, docs/perf-notes/2026-11-27-sm90-split-k-reduction-as-a-config.md).
 MAX_SPLIT_K = 6
 _MAX_SPLIT_K_ABOVE_128_ROWS = 4
+_UNCAPPED_ABOVE_128_ROWS = ((128, 128), (64, 128))
 _MIN_K_TILES_PER_SPLIT = 16
 # Above 256 rows the 256-column tile runs unsplit where its split would leave a tenth of the SMs idle: its stream-K
 # units then spread the tiles over every SM. 48 tiles of 128 x 256 split 2 (96 units, 0.73 of a wave) took 1.10x-1.15x
@@ -329,11 +331,10 @@ def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: 
 
 def _split(tile: tuple[int, int], tiles: int, M: int, K: int, sm_count: int) -> int:
     """The split-K of a stream-K config of ``tile`` (tile_m, tile_n) with ``tiles`` output tiles for M rows (see
-    split_for): at most MAX_SPLIT_K, and above 128 rows at most _MAX_SPLIT_K_ABOVE_128_ROWS but for 64 x 128 tiles and
-    128 x 128 tiles whose splits share the reduction."""
+    split_for): at most MAX_SPLIT_K, and above 128 rows at most _MAX_SPLIT_K_ABOVE_128_ROWS but for the tiles of
+    _UNCAPPED_ABOVE_128_ROWS."""
     split = max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
-    uncapped = tile == (64, 128) or (tile == (128, 128) and _owned_share_is_small(_subtiles(*tile), split))
-    if M > 128 and split > _MAX_SPLIT_K_ABOVE_128_ROWS and not uncapped:
+    if M > 128 and split > _MAX_SPLIT_K_ABOVE_128_ROWS and tile not in _UNCAPPED_ABOVE_128_ROWS:
         split = _MAX_SPLIT_K_ABOVE_128_ROWS
     return split
 
@@ -581,16 +582,7 @@ _EPILOGUE_SUBTILE_N, _EPILOGUE_SUBTILE_M = 128, 32
 
 def epilogue_subtiles(config: Sm90Config) -> int:
     """How many epilogue subtiles a cooperative tile of ``config`` has (the reduce-scatter's unit)."""
-    return _subtiles(config.tile_m, config.tile_n)
-
-
-def _subtiles(tile_m: int, tile_n: int) -> int:
-    return tile_n // _EPILOGUE_SUBTILE_N * math.ceil(tile_m / _EPILOGUE_SUBTILE_M)
-
-
-def _owned_share_is_small(subtiles: int, split: int) -> bool:
-    """Whether the split owning the most of ``subtiles`` owns at most _REDUCE_SCATTER_MAX_SHARE of them."""
-    return math.ceil(subtiles / split) <= _REDUCE_SCATTER_MAX_SHARE * subtiles
+    return config.tile_n // _EPILOGUE_SUBTILE_N * math.ceil(config.tile_m / _EPILOGUE_SUBTILE_M)
 
 
 def _splits_in_one_wave(config: Sm90Config, tiles: int, split: int, sm_count: int) -> bool:
@@ -601,9 +593,11 @@ def _splits_in_one_wave(config: Sm90Config, tiles: int, split: int, sm_count: in
 
 
 def _reduce_scatter_pays(config: Sm90Config, tiles: int, split: int, sm_count: int) -> bool:
-    """Whether the splits of ``config``'s ``tiles`` tiles should share the reduction (see above)."""
+    """Whether the splits of ``config``'s ``tiles`` tiles should share the reduction (see above): all at once, the
+    split owning the most subtiles owning at most _REDUCE_SCATTER_MAX_SHARE of them."""
+    subtiles = epilogue_subtiles(config)
     return (_splits_in_one_wave(config, tiles, split, sm_count)
-            and _owned_share_is_small(epilogue_subtiles(config), split))
+            and math.ceil(subtiles / split) <= _REDUCE_SCATTER_MAX_SHARE * subtiles)
 
 
 def _spread_beats_split(tiles: int, split: int, K: int, sm_count: int) -> bool:
