@@ -92,7 +92,7 @@ class GemmConfig:
 
 
 class SerialSplitConfig(GemmConfig):
-    """A config whose path splits K only serially (the decode and sm90 paths): the mode follows from ``split_k``."""
+    """A config whose path splits K only serially (the decode path): the mode follows from ``split_k``."""
 
     @property
     def split_k_mode(self) -> str:
