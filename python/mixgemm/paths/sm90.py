@@ -52,7 +52,7 @@ class Sm90Config(GemmConfig):
         if self.schedule not in SCHEDULES or self.scheduler not in SCHEDULERS:
             raise ValueError(f"Sm90Config: schedule must be one of {SCHEDULES} and scheduler one of {SCHEDULERS}, "
                              f"got {self.schedule!r}, {self.scheduler!r}")
-        if self.split_k != 1 and self.scheduler != "streamk":
+        if isinstance(self.split_k, int) and self.split_k > 1 and self.scheduler != "streamk":
             raise ValueError("Sm90Config: an sm90 config splits K only through its stream-K scheduler: split_k > 1 "
                              "needs scheduler 'streamk'")
         # A split names its reduction: the tuning cache's entries from before split_k_mode (which did not say which
@@ -642,12 +642,9 @@ class Sm90Path(KernelPath):
         if letter == "p":
             raise ValueError(f"invalid config {name!r}: the sm90 path splits K in the kernel only (_k<n>s serial, "
                              f"_k<n>r reduce-scatter)")
-        if split is None:
-            return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler)
-        mode = _MODE_OF_LETTER[letter]
-        check_split("Sm90Config", int(split), mode, SPLIT_K_MODES)  # "_k1s": a split of one is no split
-        return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler, int(split),
-                          mode)
+        # "_k1s" / "_k1r": a split of one is no split (the config's own check says so).
+        split_k, mode = (1, "none") if split is None else (int(split), _MODE_OF_LETTER[letter])
+        return Sm90Config(int(tile_m), int(tile_n), int(cluster_m), int(cluster_n), schedule, scheduler, split_k, mode)
 
     def fits(self, config: Sm90Config, problem: GemmProblem, key: KernelKey) -> str | None:
         reason = super().fits(config, problem, key)
