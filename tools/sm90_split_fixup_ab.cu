@@ -49,6 +49,12 @@ namespace ab {
 
 enum Fixup : int { kVector = 1, kStoreOnly = 2, kLoadOnly = 3, kSyncOnly = 4, kNone = 5 };
 
+// A type carried as a value (the variants' lambdas take the kernel to launch as an argument).
+template <class T>
+struct Tag {
+  using type = T;
+};
+
 // The shipped scheduler with fixup() replaced; every other member is the shipped one's.
 template <class TileShape, class ClusterShape, class TiledMma, class EpilogueTile, int kMode>
 class HollowFixup : public mixgemm::sm90::SelfResettingStreamK<TileShape, ClusterShape, TiledMma, EpilogueTile> {
@@ -207,15 +213,21 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
     std::function<float()> time;
   };
   std::vector<Variant> variants;
+  // Kernel `Types` with one reduction (the reduce-scatter or the last split's), the last split running `extra`
+  // k-tiles more than the others (Args::last_split_extra_k_tiles; -1: the scheduler's rule).
+  auto reduction = [&](auto types, bool scatter, int extra) {
+    return [&, scatter, extra] {
+      return time_block([scatter, extra](Args args) {
+        args.last_split_extra_k_tiles = extra;
+        args.reduce_scatter = scatter;
+        launch<typename decltype(types)::type>(args, nullptr);
+      });
+    };
+  };
   for (int extra : extras)
-    for (bool mode : {false, true})
-      variants.push_back({(mode ? "scatter+" : "last+") + std::to_string(extra), [&, extra, mode] {
-                            return time_block([extra, mode](Args args) {
-                              args.last_split_extra_k_tiles = extra;
-                              args.reduce_scatter = mode;
-                              launch<Shipped>(args, nullptr);
-                            });
-                          }});
+    for (bool scatter : {false, true})
+      variants.push_back({(scatter ? "scatter+" : "last+") + std::to_string(extra),
+                          reduction(ab::Tag<Shipped>{}, scatter, extra)});
   // The hollow variants hollow the last split's reduction (their fixup replaces the scheduler's).
   auto hollow = [&](auto kind) {
     return [&, kind] {
@@ -226,21 +238,12 @@ void run_cell(int K, int N, int M, int split, int rounds, const std::vector<int>
     };
   };
   if (extras.empty()) {
-    for (bool mode : {false, true})
-      variants.push_back({mode ? "scatter" : "last", [&, mode] {
-                            return time_block([mode](Args args) {
-                              args.reduce_scatter = mode;
-                              launch<Shipped>(args, nullptr);
-                            });
-                          }});
+    for (bool scatter : {false, true})
+      variants.push_back({scatter ? "scatter" : "last", reduction(ab::Tag<Shipped>{}, scatter, -1)});
 #ifdef AB_EPI_TOKENS
-    for (bool mode : {false, true})
-      variants.push_back({std::string(mode ? "scatter" : "last") + "-e" + std::to_string(AB_EPI_TOKENS), [&, mode] {
-                            return time_block([mode](Args args) {
-                              args.reduce_scatter = mode;
-                              launch<Fine>(args, nullptr);
-                            });
-                          }});
+    for (bool scatter : {false, true})
+      variants.push_back({std::string(scatter ? "scatter" : "last") + "-e" + std::to_string(AB_EPI_TOKENS),
+                          reduction(ab::Tag<Fine>{}, scatter, -1)});
 #endif
     variants.push_back({"scatter-1-store", [&] {
                           return time_block([](Args args) {
