@@ -324,9 +324,10 @@ def test_sm90_token_tile_by_m(M, name):
     (8192, 28672, 32, "sm90_32x256x64_c1x1_coop_streamk"),
     (8192, 28672, 64, "sm90_64x256x64_c1x1_coop_streamk"),
     (8192, 28672, 128, "sm90_128x256x64_c1x1_coop_streamk"),
-    # 32 wide tiles x 448 k-tiles: 109 per SM; 32 tiles split 4 ways.
+    # 32 wide tiles x 448 k-tiles: 109 per SM; 32 tiles split 4 ways (at 128 tokens only where x's box zero-fills
+    # over 32 rows: test_sm90_128_token_wide_tile_not_split_more_than_the_narrow_one).
     (28672, 8192, 32, "sm90_32x256x64_c1x1_coop_streamk_k4s"),
-    (28672, 8192, 128, "sm90_128x256x64_c1x1_coop_streamk_k4r"),  # 8 subtiles split 4: the reduce-scatter
+    (28672, 8192, 72, "sm90_128x256x64_c1x1_coop_streamk_k4r"),  # 8 subtiles split 4: the reduce-scatter
     # 56 x 128 = 54 per SM: wide to M = 64, not at 128 (which wants 96).
     (8192, 14336, 64, "sm90_64x256x64_c1x1_coop_streamk_k2s"),
     (8192, 14336, 128, "sm90_128x128x64_c1x1_coop_streamk"),
@@ -518,8 +519,9 @@ def test_sm90_64_token_tiles_sized_to_m(M):
     # where they fill 0.9 to 1 of a wave. 8192 x 5120: 60 tiles of 64 x 256 split 2 fill 0.91, and every SM streams
     # 58 of their k-tiles (at least 48).
     assert pick(M, 5120, 8192).name == "sm90_64x256x64_c1x1_coop_streamk_k2s"
-    # 4096 x 5120: 64 x 256 gives each SM 29 k-tiles; 120 tiles of 64 x 128 fill 0.91.
-    assert pick(M, 5120, 4096).name == "sm90_64x128x64_c1x1_coop_streamk"
+    # 4096 x 5120: 64 x 256 gives each SM 29 k-tiles, but where 120 tiles of 64 x 128 fill 0.91 unsplit, 60 of 64 x
+    # 256 split 2 fill as much with 32 k-tiles a split (test_sm90_64_token_wide_tile_where_its_split_is_long).
+    assert pick(M, 5120, 4096).name == "sm90_64x256x64_c1x1_coop_streamk_k2s"
     # 4096 x 11008: 129 tiles of 64 x 256, 0.98 of a wave.
     assert pick(M, 11008, 4096).name == "sm90_64x256x64_c1x1_coop_streamk"
     # 4096 x 4096: 96 tiles of 64 x 128 fill 0.73: the bucket's pick, 128 x 128 split 2.
@@ -569,6 +571,35 @@ def test_sm90_64_token_tiles_above_128_rows_fill_at_most_one_wave():
 def test_sm90_long_128_token_splits_before_64_token_tiles(M, N, K, name):
     assert pick(M, N, K).name == name
     assert sm90_path._LONG_SPLIT_MIN_K_TILES == 32
+
+
+@pytest.mark.parametrize("M, name", [
+    # 28672 x 8192: 32 tiles of 128 x 256 split 4, 64 of 128 x 128 split 2. The narrow split where x's box zero-fills
+    # at most 32 rows (M >= 96), the wide one where more (M = 65..95).
+    (65, "sm90_128x256x64_c1x1_coop_streamk_k4r"),
+    (95, "sm90_128x256x64_c1x1_coop_streamk_k4r"),
+    (96, "sm90_128x128x64_c1x1_coop_streamk_k2s"),
+    (128, "sm90_128x128x64_c1x1_coop_streamk_k2s"),
+])
+def test_sm90_128_token_wide_tile_not_split_more_than_the_narrow_one(M, name):
+    assert pick(M, 8192, 28672).name == name
+    assert sm90_path._WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS == 32
+    # Where the wide tile needs no more splits it stays: 8192 x 28672, 112 wide tiles and 224 narrow ones, unsplit.
+    assert pick(128, 28672, 8192).name == "sm90_128x256x64_c1x1_coop_streamk"
+    # The 64-token wide tile keeps its split of 4 (64 x 128 would split 2).
+    assert pick(64, 8192, 28672).name == "sm90_64x256x64_c1x1_coop_streamk_k4r"
+
+
+@pytest.mark.parametrize("M", [129, 144, 176, 192])
+def test_sm90_64_token_wide_tile_where_its_split_is_long(M):
+    # 4096 x 5120: 120 tiles of 64 x 128 fill 0.91 unsplit; 60 of 64 x 256 split 2 (32 k-tiles a split) as much.
+    assert pick(M, 5120, 4096).name == "sm90_64x256x64_c1x1_coop_streamk_k2s"
+    assert sm90_path._TOKEN_TILE_64_WIDE_LONG_SPLIT == 32
+    # 4096 x 2560: 30 tiles of 64 x 256 split 4 (16 k-tiles a split): the 64 x 128 split of 2.
+    assert pick(M, 2560, 4096).name == "sm90_64x128x64_c1x1_coop_streamk_k2s"
+    # 6144 x 3584: 42 tiles of 64 x 256 split 3 (32 k-tiles a split) fill 0.95, but 84 of 64 x 128 fill 0.64: the
+    # wide tile does not replace the bucket's pick.
+    assert pick(M, 3584, 6144).name == "sm90_128x128x64_c1x1_coop_streamk_k2s"
 
 
 def test_sm90_three_token_tiles_first_at_257_to_384_rows_where_k_is_long():

@@ -97,6 +97,18 @@ _WIDE_TILE_N = 256
 _NARROW_TILE_N = 128
 _TILE_NS = (_NARROW_TILE_N, _WIDE_TILE_N)
 _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
+# But not where the 128-token wide tile needs more splits than the 128-column one to fill the GPU and x's box
+# zero-fills at most this many rows past M: both tiles then run the same units, each streaming the same weight
+# bytes, but the wide tile's reduction brings three partial tiles of 128 x 256 fp32 (128 KB each) a tile where the
+# narrow one's split of two brings one of 64 KB. H100 sweeps of 28672x8192 (docs/perf-notes/
+# 2026-11-28-sm90-wide-tile-splits.md): at M = 96..128 (0 to 32 rows zero-filled) 64 tiles of 128 x 128 split 2 were
+# the fastest config in nine cells of four sweeps, where 32 tiles of 128 x 256 split 4 took 1.028x-1.041x; out of
+# sample, on 29568x8192 at M = 96, 1.042x. With more rows zero-filled the narrow tile, which loads twice as many x
+# boxes, loses: it took 1.042x the wide split at M = 80 (48 rows) and 1.031x / 1.059x at M = 72 (56), though it was
+# the fastest at M = 88 (40; the wide split 1.018x). (The 96 k-tiles an SM above were measured before the
+# 128-column tile's split and two-ahead conversion.) The 64-token wide tile keeps its split: 64 x 256 split 4 was
+# the fastest config on the same shape at M = 64 (64 x 128 split 2 1.16x).
+_WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS = 32
 # Below that, up to 64 rows, the 256-column tile also pays where it fills the GPU and the 128-column one cannot:
 # 128-column tiles making over half a wave get no split (split_for), so at 0.5-0.75 of a wave a quarter or more of
 # the SMs idle, while half as many 256-column tiles split to fill at least 0.9 of one. On 4096x11008 (86 tiles of
@@ -236,6 +248,16 @@ _TOKEN_TILE_64_MAX_M = 192
 # Between (H100): with 32 (6144x2560 M = 144 / 176) the 128 x 128 split was fastest, the 64-token tiles 1.023x /
 # 1.030x; with 26 (5120x2560 M = 160) they tied (1.001x).
 _LONG_SPLIT_MIN_K_TILES = 32
+# Where the 64 x 128 tile fills the wave, the 64 x 256 one goes before it if it fills the wave split with as many
+# k-tiles a split, though its unsplit k-tiles an SM fall short of _pays's: half as many tiles re-read x from L2, and
+# the split's units stream the same weight bytes as the 64 x 128 tiles' unsplit ones. On 4096x5120 at M = 136..184
+# (60 tiles split 2, 32 k-tiles a split, against 120 of 64 x 128 unsplit) it was the fastest config in all nine cells
+# of the H100 / H200 sweeps since the x load loop change, where the 64 x 128 tile took 1.017x-1.048x
+# (docs/perf-notes/2026-11-28-sm90-wide-tile-splits.md); where its split is 4 with 16 k-tiles a split (4096x2560) it
+# took 1.08x-1.09x the 64 x 128 split of 2. Where the 64 x 128 tile does not fill the wave the wide one does not
+# replace the pick: on 6144x3584 at M = 160 (42 tiles split 3) it took 1.041x / 1.046x the 128 x 128 split of 2, on
+# 8192x3584 at M = 144 / 176 1.003x / 0.987x.
+_TOKEN_TILE_64_WIDE_LONG_SPLIT = _LONG_SPLIT_MIN_K_TILES
 # The 256 x 64 ping-pong tile only where the TMA unit zero-fills at most this many rows of the last x box it loads
 # (_x_rows_zero_filled). Its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so
 # the fill of rows past M is not hidden behind it. H100 sweep at M = 144..240 (the note above), on 1024x8192,
@@ -346,6 +368,13 @@ def _fill(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     return tiles * (_split((tile_m, tile_n), tiles, M, K, sm_count) if scheduler == "streamk" else 1) / sm_count
 
 
+def _wide_splits_more(tile_m: int, M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether ``tile_m``-token stream-K tiles of 256 columns split more ways than those of 128 (see
+    _WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS)."""
+    wide, narrow = (_split((tile_m, tile_n), _tiles(tile_m, tile_n, M, N), M, K, sm_count) for tile_n in _TILE_NS[::-1])
+    return wide > narrow
+
+
 def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, str], ...], M: int, N: int,
                                  K: int, sm_count: int) -> bool:
     """Whether stream-K ``tile`` (tile_m, tile_n) split fills the GPU where each of ``others`` (tile_m, tile_n,
@@ -377,9 +406,14 @@ def _pingpong_zero_fill_limit(tile_m: int, M: int, K: int) -> int:
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
-    k-tiles); above, 256 x 128 stream-K where only it fills the GPU (above 256 rows with 32 k-tiles a split) and
-    64 x 128 where it fills the GPU (within one wave) and 128 x 128 cannot; the other choices always."""
+    k-tiles), the 128-token one not where it splits more ways than 128 x 128 with a short x fill; up to 128 rows the
+    128 x 128 tile (enough k-tiles); above, 256 x 128 stream-K where only it fills the GPU (above 256 rows with 32
+    k-tiles a split) and 64 x 128 where it fills the GPU (within one wave) and 128 x 128 cannot; the other choices
+    always."""
     if tile_n == _WIDE_TILE_N:
+        if (tile_m == 128 and _x_rows_zero_filled(tile_m, M) <= _WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS
+                and _wide_splits_more(tile_m, M, N, K, sm_count)):
+            return False
         return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _WIDE_MIN_K_TILES_PER_SM.get(tile_m, math.inf)
                 or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
                     (tile_m, _WIDE_TILE_N), ((tile_m, _NARROW_TILE_N, "streamk"),), M, N, K, sm_count)))
@@ -466,16 +500,25 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
     thirds = _in_two_waves_of_thirds(M, N, K, sm_count)
     if (M > _TOKEN_TILE_64_MAX_M and not thirds) or _long_split_fills_with_128_tokens(M, N, K, sm_count):
         return None
+    fills = {tile_n: _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1 for tile_n in _TILE_NS}
     for tile_n in (_WIDE_TILE_N, _NARROW_TILE_N):
         config = by_shape.get((64, tile_n, "coop", "streamk"))
-        # At 129..192 rows the 256-column tile also needs _pays's k-tiles per SM (the 128-column one is judged by fill
-        # here); in two waves of thirds its fill alone.
+        # At 129..192 rows the 256-column tile also needs _pays's k-tiles per SM, or a long split where the 128-column
+        # one fills the wave too (which is judged by fill alone here); in two waves of thirds its fill alone.
         if config is None or (tile_n == _WIDE_TILE_N and not thirds
-                              and not _pays(64, tile_n, "streamk", M, N, K, sm_count)):
+                              and not _pays(64, tile_n, "streamk", M, N, K, sm_count)
+                              and not (fills[_NARROW_TILE_N] and _long_wide_split(M, N, K, sm_count))):
             continue
-        if _SPLIT_MIN_FILL <= _fill(64, tile_n, "streamk", M, N, K, sm_count) <= 1:
+        if fills[tile_n]:
             return config
     return None
+
+
+def _long_wide_split(M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether 64 x 256 stream-K tiles split (split_for's split) with at least _TOKEN_TILE_64_WIDE_LONG_SPLIT k-tiles
+    a split."""
+    split = _split((64, _WIDE_TILE_N), _tiles(64, _WIDE_TILE_N, M, N), M, K, sm_count)
+    return split > 1 and K // TILE_K // split >= _TOKEN_TILE_64_WIDE_LONG_SPLIT
 
 
 def _long_split_fills_with_128_tokens(M: int, N: int, K: int, sm_count: int) -> bool:
