@@ -445,16 +445,33 @@ def test_sm90_tall_split_where_the_rest_idle(M, N, K):
     # 40 tiles of 256 x 128: ping-pong's 80 tiles and 128 x 128's 80 (unsplit) are 0.61 of a wave, while 256 x 128
     # split 3 ways makes 120 units, 0.91 of it.
     assert pick(M, N, K).name == "sm90_256x128x64_c1x1_coop_streamk_k3s"
-    # On 114 SMs that split is 2 (80 units, 0.70 of a wave): the ping-pong tiles, which make over half of it.
-    assert pick(M, N, K, sms=114).name == "sm90_256x64x64_c1x1_pingpong_persistent"
+    # On 114 SMs that split is 2 (80 units, 0.70 of a wave): the ping-pong tiles, which make over half of it, where
+    # their last x box zero-fills at most 24 rows of the whole box (M = 224: 32; then 128 x 128 stream-K).
+    assert pick(M, N, K, sms=114).name == ("sm90_128x128x64_c1x1_coop_streamk" if M == 224 else
+                                           "sm90_256x64x64_c1x1_pingpong_persistent")
     # Without the 256 x 128 stream-K config compiled, not the ping-pong tiles: 80 tiles of 128 x 128 make two waves of
     # thirds, run as half as many 128 x 256 tiles split 3 ways.
     no_split = [c for c in SM90_FULL if c.name != "sm90_256x128x64_c1x1_coop_streamk"]
     assert pick(M, N, K, configs=no_split).name == "sm90_128x256x64_c1x1_coop_streamk_k3s"
 
 
+@pytest.mark.parametrize("M, name", [
+    # 4096 x 5120 (64 k-tiles): 40 tiles of 256 x 128 split 3 would stream 21 k-tiles a split, under the 32 the split
+    # needs at every M: 128 x 128 stream-K (80 tiles), or the ping-pong tile where its whole x box zero-fills at most
+    # 24 rows (M = 232..256).
+    (193, "sm90_128x128x64_c1x1_coop_streamk"),
+    (225, "sm90_128x128x64_c1x1_coop_streamk"),
+    (231, "sm90_128x128x64_c1x1_coop_streamk"),
+    (232, "sm90_256x64x64_c1x1_pingpong_persistent"),
+    (256, "sm90_256x64x64_c1x1_pingpong_persistent"),
+])
+def test_sm90_tall_split_needs_long_splits_at_every_m(M, name):
+    assert pick(M, 5120, 4096).name == name
+    assert sm90_path._TALL_SPLIT_MIN_K_TILES_PER_SPLIT == 32
+
+
 @pytest.mark.parametrize("M, N, K, name", [
-    # Above 256 rows the tall split needs 32 k-tiles a split: 3584 x 2560 at M = 512 splits 56 k-tiles 3 ways (18.7).
+    # The tall split needs 32 k-tiles a split: 3584 x 2560 at M = 512 splits 56 k-tiles 3 ways (18.7).
     (512, 2560, 3584, "sm90_256x64x64_c1x1_pingpong_persistent"),
     # 4096 x 2560 at M = 433: 21 k-tiles a split; ping-pong zero-fills 15 rows.
     (433, 2560, 4096, "sm90_256x64x64_c1x1_pingpong_persistent"),
@@ -472,20 +489,24 @@ def test_sm90_ping_pong_at_two_token_tiles_where_k_is_short(M, N, K, name):
     assert pick(M, N, K).name == name
 
 
-@pytest.mark.parametrize("M, zero_filled", [
-    (129, 63), (144, 48), (160, 32), (176, 16), (192, 0),  # 64 or more rows past M: the last 64-row block's
-    (193, 63), (208, 48), (224, 32), (240, 16), (256, 0),  # fewer: the whole 256-row box's
-    (464, 48), (480, 32),                                   # the second token tile
+@pytest.mark.parametrize("M, zero_filled, limit", [
+    # 64 or more rows past M: the last 64-row block's.
+    (129, 63, 32), (144, 48, 32), (160, 32, 32), (176, 16, 32), (192, 0, 32),
+    # Fewer: the whole 256-row box's.
+    (193, 63, 24), (208, 48, 24), (224, 32, 24), (228, 28, 24), (232, 24, 24), (240, 16, 24), (256, 0, 24),
+    # The second token tile's whole box.
+    (464, 48, 24), (480, 32, 24),
 ])
-def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled):
+def test_sm90_ping_pong_only_where_its_x_fill_is_short(M, zero_filled, limit):
     # 8192 x 8192 from 129 rows: 64 tiles of 256 x 128 (0.48 of a wave) and 128 x 128 tiles making a wave put the
-    # 256 x 64 ping-pong tile first, unless the TMA unit zero-fills more than 32 rows of its last x box
-    # (sm90/x_rows_past_m_skipped.cuh: from 64 rows past M a tile loads x in 64-row blocks up to M). Then 128 x 128
-    # stream-K, whose 128 tiles fill 0.97 of a wave.
+    # 256 x 64 ping-pong tile first, unless the TMA unit zero-fills more than 32 rows of the last 64-row block it loads
+    # (sm90/x_rows_past_m_skipped.cuh: from 64 rows past M a tile loads x in 64-row blocks up to M), or more than 24
+    # of a whole box. Then 128 x 128 stream-K, whose 128 tiles fill 0.97 of a wave.
     assert sm90_path._x_rows_zero_filled(256, M) == zero_filled
+    assert sm90_path._pingpong_zero_fill_limit(256, M, 8192) == limit
     if M <= 256:  # (above, the 256 x 128 tiles fill a wave themselves)
         ping_pong, fallback = "sm90_256x64x64_c1x1_pingpong_persistent", "sm90_128x128x64_c1x1_coop_streamk"
-        assert pick(M, 8192, 8192).name == (ping_pong if zero_filled <= 32 else fallback)
+        assert pick(M, 8192, 8192).name == (ping_pong if zero_filled <= limit else fallback)
     assert sm90_path._x_rows_zero_filled(64, M) == -M % 64  # 64-token tiles load their whole box
 
 

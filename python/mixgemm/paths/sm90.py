@@ -134,11 +134,14 @@ _SPLIT_MIN_FILL = 0.9
 # and at M = 1025 / 1089 on 8192x1280 1.24x / 1.34x; 128 x 128 stream-K, the pick without them, took 1.00x-1.07x
 # (1.14x-1.15x on 8192x3584, where 128 x 256 split 3 was fastest) (H200 sweep; on the H100 1.007x-1.068x, 1.13x on
 # 8192x3584; docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md).
-# Above 256 rows the 256 x 128 split pays only with at least this many k-tiles a split: on 4096x2560 at M = 385..505
-# (64 k-tiles split 3, 21 a split) it took 1.05x-1.09x the fastest config in 9 of 10 cells, both GPUs (the ping-pong
-# tile, or 128 x 128 where ping-pong's x fill is long; 1.006x at M = 449), on 3584x2560 at M = 512 (18.7) 1.15x /
-# 1.17x; the cells it was first measured on had 43 (K = 8192).
-_TALL_SPLIT_MIN_K_TILES_PER_SPLIT_ABOVE_256_ROWS = 32
+# The 256 x 128 split pays only with at least this many k-tiles a split: on 4096x2560 at M = 385..505 (64 k-tiles split
+# 3, 21 a split) it took 1.05x-1.09x the fastest config in 9 of 10 cells, both GPUs (the ping-pong tile, or 128 x 128
+# where ping-pong's x fill is long; 1.006x at M = 449), on 3584x2560 at M = 512 (18.7) 1.15x / 1.17x; the cells it was
+# first measured on had 43 (K = 8192). So at 129..256 rows: on 4096x5120 (21 a split) it took 1.009x-1.042x the fastest
+# config at M = 193..225, where 128 x 128 stream-K was the fastest, and 1.056x-1.087x at M = 240, where ping-pong was
+# (H100 and H200 sweeps of 2026-11-27); out of sample (H100, docs/perf-notes/2026-11-28-sm90-wide-tile-splits.md)
+# 1.010x-1.025x at M = 200..228 and 1.054x / 1.063x at M = 232 / 248, where the picks without it were the fastest.
+_TALL_SPLIT_MIN_K_TILES_PER_SPLIT = 32
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
 # _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
 # tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
@@ -265,7 +268,14 @@ _TOKEN_TILE_64_WIDE_LONG_SPLIT = _LONG_SPLIT_MIN_K_TILES
 # the fastest config at M = 208 (48 of the 256-row box) and 1.00x-1.10x at M = 144 (48 of the last 64-row block), where
 # 128 x 128 stream-K, the pick without it, was the fastest or within 4.5%; with 16 or 32 (M = 160, 176, 240) it was
 # the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
+# Where the tile loads its whole 256-row box (fewer than 64 rows past M) the limit is lower. With 28 rows zero-filled it
+# took 1.008x-1.105x the time of 128 x 128 stream-K, the fastest, on four H100 cells (3584x8192, 8192x8192 and
+# 4096x5120 at M = 228, 4096x4096 at M = 484), and with 31 1.098x (4096x5120 M = 225, H200); with 24 it was the fastest
+# config in five H100 cells (4096x5120 M = 232, 8192x8192 M = 232, 4096x4096 M = 488, 4096x2560 M = 744, 8192x2048
+# M = 1000; 128 x 128 stream-K 1.001x-1.039x), and with 16 in three (4096x5120 M = 240, H100 and H200)
+# (docs/perf-notes/2026-11-28-sm90-wide-tile-splits.md).
 _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
+_PINGPONG_MAX_ZERO_FILLED_ROWS_WHOLE_BOX = 24
 # At 257..512 rows (two 256-token tiles) with K of at most 64 k-tiles, where the last token tile loads x in 64-row
 # blocks up to M (64 or more rows past M), up to 47 zero-filled rows of its last block: with few k-steps a tile the
 # cooperative choices' per-tile costs weigh more. Sweeps (docs/perf-notes/2026-11-27-sm90-pingpong-two-token-tiles.md):
@@ -395,10 +405,13 @@ def _x_rows_zero_filled(tile_m: int, M: int) -> int:
 
 
 def _pingpong_zero_fill_limit(tile_m: int, M: int, K: int) -> int:
-    """The most x rows past M that the ping-pong tile's last x box may zero-fill: _PINGPONG_MAX_ZERO_FILLED_ROWS, or
-    at 257..512 rows with a short K, where the last tile loads x in row blocks (its last block is the box),
-    _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES."""
-    if 256 < M <= 512 and K // TILE_K <= _PINGPONG_SHORT_K_MAX_K_TILES and _x_in_row_blocks(tile_m, M):
+    """The most x rows past M that the ping-pong tile's last x box may zero-fill: where the last tile loads x in row
+    blocks (its last block is the box), _PINGPONG_MAX_ZERO_FILLED_ROWS, or at 257..512 rows with a short K
+    _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES; where it loads its whole box,
+    _PINGPONG_MAX_ZERO_FILLED_ROWS_WHOLE_BOX."""
+    if not _x_in_row_blocks(tile_m, M):
+        return _PINGPONG_MAX_ZERO_FILLED_ROWS_WHOLE_BOX
+    if 256 < M <= 512 and K // TILE_K <= _PINGPONG_SHORT_K_MAX_K_TILES:
         return _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES
     return _PINGPONG_MAX_ZERO_FILLED_ROWS
 
@@ -407,8 +420,8 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
     k-tiles), the 128-token one not where it splits more ways than 128 x 128 with a short x fill; up to 128 rows the
-    128 x 128 tile (enough k-tiles); above, 256 x 128 stream-K where only it fills the GPU (above 256 rows with 32
-    k-tiles a split) and 64 x 128 where it fills the GPU (within one wave) and 128 x 128 cannot; the other choices
+    128 x 128 tile (enough k-tiles); above, 256 x 128 stream-K where only it fills the GPU (with 32 k-tiles a
+    split) and 64 x 128 where it fills the GPU (within one wave) and 128 x 128 cannot; the other choices
     always."""
     if tile_n == _WIDE_TILE_N:
         if (tile_m == 128 and _x_rows_zero_filled(tile_m, M) <= _WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS
@@ -421,7 +434,7 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
         return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
         split = _split((256, 128), _tiles(256, 128, M, N), M, K, sm_count)
-        if M > 256 and K // TILE_K // split < _TALL_SPLIT_MIN_K_TILES_PER_SPLIT_ABOVE_256_ROWS:
+        if K // TILE_K // split < _TALL_SPLIT_MIN_K_TILES_PER_SPLIT:
             return False
         return _fills_where_the_others_idle((256, 128), ((256, 64, "persistent"), (128, 128, "streamk")), M, N, K,
                                             sm_count)
