@@ -418,11 +418,10 @@ def _pingpong_zero_fill_limit(tile_m: int, M: int, K: int) -> int:
 
 def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
-    k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot); up to 128 rows the 128 x 128 tile (enough
-    k-tiles), the 128-token one not where it splits more ways than 128 x 128 with a short x fill; up to 128 rows the
-    128 x 128 tile (enough k-tiles); above, 256 x 128 stream-K where only it fills the GPU (with 32 k-tiles a
-    split) and 64 x 128 where it fills the GPU (within one wave) and 128 x 128 cannot; the other choices
-    always."""
+    k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot; the 128-token one not where it splits more ways
+    than 128 x 128 with a short x fill); up to 128 rows the 128 x 128 tile (enough k-tiles); above, 256 x 128
+    stream-K where only it fills the GPU (with 32 k-tiles a split) and 64 x 128 where it fills the GPU (within one
+    wave) and 128 x 128 cannot; the other choices always."""
     if tile_n == _WIDE_TILE_N:
         if (tile_m == 128 and _x_rows_zero_filled(tile_m, M) <= _WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS
                 and _wide_splits_more(tile_m, M, N, K, sm_count)):
