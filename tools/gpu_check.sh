@@ -16,6 +16,16 @@
 #                                        NCU_PEERS_DIR), every kernel of NCU_CALLS calls (2)
 #   POWER_ARGS="--peers-dir .peers --peers mixgemm[zp],cublas_fp16" ...  # also clock and power at steady state
 #                                        (tools/power_clock_probe.py, M = 4096 on the two largest shapes by default)
+#   SWEEP_CELLS="28672x8192:96,128 4096x5120:144" SWEEP_LAYOUT=sm90 ...  # also `python -m mixgemm sweep` per cell
+#                                        (--rounds SWEEP_ROUNDS, 3), each into $OUT/sweep_KxN_mMs/, and
+#                                        tools/sweep_summary.py's lines (auto's pick against the fastest config)
+#   SKIP_PYTEST=1 ...                    # no test run (a sweep-only call)
+#   PACK_EXTENSION=1 ...                 # the built extension, xz-compressed in 15 MiB pieces
+#                                        ($OUT/extension.so.xz.part-aa, -ab: under the device tool's 16 MiB a file)
+#   PREBUILT="prebuilt/extension.so.xz.part-*" ...  # no build: those pieces, from a build of this tree's C++ for
+#                                        this Python, unpacked into python/mixgemm/ (PYTHONPATH=python)
+#   PACK=1 ...                           # every output but the extension's pieces moved into $OUT/results.tgz
+#                                        (the device tool brings back at most 8 files)
 # Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
 # .whl/ (or already installed).
 set -uo pipefail
@@ -33,27 +43,48 @@ record() {  # name, rc, detail
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
-# 1. Install: CUTLASS headers wheel (no deps: headers only), then our build, no isolation (no network).
-if ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl 2>&1 | tail -n 2
+# 1. Install: CUTLASS headers wheel (no deps: headers only), then our build, no isolation (no network); or a
+# carried build of the same C++ (PREBUILT), which saves the build's minutes of device time on a later call.
+if [ -n "${PREBUILT:-}" ]; then
+  so_name=$(python3 -c "import sysconfig; print('_C' + sysconfig.get_config_var('EXT_SUFFIX'))")
+  # PREBUILT is a glob of pieces, in order: unquoted on purpose.
+  cat $PREBUILT | xz -dc >"python/mixgemm/$so_name"
+  rc=$?
+  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+  python3 -c "import mixgemm._C as c; print('prebuilt extension:', c.__file__)" >"$OUT/build.log" 2>&1 || rc=1
+  record build $rc "prebuilt ($PREBUILT), $(tail -n 1 "$OUT/build.log")"
+  if [ $rc -ne 0 ]; then cat "$OUT/build.log"; printf '%s\n' "${SUMMARY[@]}"; exit 1; fi
+else
+  if ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps .whl/nvidia_cutlass-*.whl 2>&1 | tail -n 2
+  fi
+  # One architecture (this GPU's, with its sm_90a-only sm90 path) keeps the device build short; the default build is
+  # 80;90a.
+  export MIXGEMM_CUDA_ARCHS=${MIXGEMM_CUDA_ARCHS:-90a}
+  export MIXGEMM_KERNELS=${MIXGEMM_KERNELS:-full}
+  export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
+  start=$(date +%s)
+  python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1
+  rc=$?
+  record build $rc "$(( $(date +%s) - start )) s, archs $MIXGEMM_CUDA_ARCHS, kernels $MIXGEMM_KERNELS"
+  grep -E "spill|warning" "$OUT/build.log" | grep -v "0 bytes spill" | head -n 20 >"$OUT/build_warnings.txt"
+  if [ $rc -ne 0 ]; then tail -n 40 "$OUT/build.log"; printf '%s\n' "${SUMMARY[@]}"; exit 1; fi
+  if [ -n "${PACK_EXTENSION:-}" ]; then
+    # Run outside the tree, so the import finds the installed build, not python/.
+    so=$(cd / && python3 -c "import mixgemm._C as c; print(c.__file__)")
+    xz -T0 -c "$so" | split -b 15M - "$OUT/extension.so.xz.part-"
+    record "pack extension" $? "$(ls "$OUT"/extension.so.xz.part-* | wc -l) pieces of $(basename "$so")"
+  fi
 fi
-# One architecture (this GPU's, with its sm_90a-only sm90 path) keeps the device build short; the default build is 80;90a.
-export MIXGEMM_CUDA_ARCHS=${MIXGEMM_CUDA_ARCHS:-90a}
-export MIXGEMM_KERNELS=${MIXGEMM_KERNELS:-full}
-export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
-start=$(date +%s)
-python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1
-rc=$?
-record build $rc "$(( $(date +%s) - start )) s, archs $MIXGEMM_CUDA_ARCHS, kernels $MIXGEMM_KERNELS"
-grep -E "spill|warning" "$OUT/build.log" | grep -v "0 bytes spill" | head -n 20 >"$OUT/build_warnings.txt"
-if [ $rc -ne 0 ]; then tail -n 40 "$OUT/build.log"; printf '%s\n' "${SUMMARY[@]}"; exit 1; fi
 
 # 2. Every test, GPU ones included (--require-gpu: a missing GPU is an error, not a deselection).
-( cd tests && python3 -m pytest -q --require-gpu -p no:cacheprovider --maxfail=20 ${PYTEST_TARGETS:-.} ) \
-  >"$OUT/pytest.log" 2>&1
-rc=$?
-record pytest $rc "$(tail -n 1 "$OUT/pytest.log")"
-[ $rc -eq 0 ] || tail -n 60 "$OUT/pytest.log"
+if [ -z "${SKIP_PYTEST:-}" ]; then
+  ( cd tests && python3 -m pytest -q --require-gpu -p no:cacheprovider --maxfail=20 ${PYTEST_TARGETS:-.} ) \
+    >"$OUT/pytest.log" 2>&1
+  rc=$?
+  record pytest $rc "$(tail -n 1 "$OUT/pytest.log")"
+  [ $rc -eq 0 ] || tail -n 60 "$OUT/pytest.log"
+fi
 
 # 3. compute-sanitizer on a small grid of every kernel.
 if [ -z "${SKIP_SANITIZER:-}" ]; then
@@ -135,7 +166,30 @@ if [ -n "${POWER_ARGS:-}" ]; then
   [ $rc -eq 0 ] && python3 tools/power_clock_probe.py --report "$OUT/power_clock.json" || tail -n 20 "$OUT/power_clock.log"
 fi
 
+# 8. Sweeps, when asked for: every compiled config of one shape's M values, timed in one run
+# (`python -m mixgemm sweep`); the summary lines say where auto's pick stands.
+if [ -n "${SWEEP_CELLS:-}" ]; then
+  for cell in $SWEEP_CELLS; do
+    shape=${cell%%:*}
+    ms=${cell#*:}
+    dir="$OUT/sweep_${shape}_m${ms//,/_}"
+    python3 -m mixgemm sweep --shape "$shape" --m "$ms" --layout "${SWEEP_LAYOUT:-all}" --rounds "${SWEEP_ROUNDS:-3}" \
+      --no-plots --out "$dir" >"$dir.log" 2>&1
+    record "sweep $cell" $? "$(basename "$dir")/sweep.json"
+  done
+  sweeps=("$OUT"/sweep_*/sweep.json)
+  [ -e "${sweeps[0]}" ] && python3 tools/sweep_summary.py "${sweeps[@]}" | tee "$OUT/sweep_summary.txt"
+fi
+
+gpu=$(head -n 1 "$OUT/gpu.txt")
+if [ -n "${PACK:-}" ]; then
+  # The originals go, so that results.tgz is among the files the device tool brings back.
+  ( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude='extension.so.xz.part-*' . \
+    && find . -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name 'extension.so.xz.part-*' -exec rm -rf {} + )
+  record pack $? "results.tgz"
+fi
+
 echo
-echo "==== mixgemm gpu_check summary ($(head -n 1 "$OUT/gpu.txt")) ===="
+echo "==== mixgemm gpu_check summary ($gpu) ===="
 printf '%s\n' "${SUMMARY[@]}"
 exit $status
