@@ -102,7 +102,7 @@ _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
 # bytes, but the wide tile's reduction brings three partial tiles of 128 x 256 fp32 (128 KB each) a tile where the
 # narrow one's split of two brings one of 64 KB. H100 sweeps of 28672x8192 (docs/perf-notes/
 # 2026-11-28-sm90-wide-tile-splits.md): at M = 96..128 (0 to 32 rows zero-filled) 64 tiles of 128 x 128 split 2 were
-# the fastest config in nine cells of four sweeps, where 32 tiles of 128 x 256 split 4 took 1.028x-1.041x; out of
+# the fastest config in eight cells of four sweeps, where 32 tiles of 128 x 256 split 4 took 1.028x-1.041x; out of
 # sample, on 29568x8192 at M = 96, 1.042x. With more rows zero-filled the narrow tile, which loads twice as many x
 # boxes, loses: it took 1.042x the wide split at M = 80 (48 rows) and 1.031x / 1.059x at M = 72 (56), though it was
 # the fastest at M = 88 (40; the wide split 1.018x). (The 96 k-tiles an SM above were measured before the
