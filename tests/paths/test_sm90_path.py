@@ -801,10 +801,10 @@ def test_sm90_split_k_rule(K, N, M, split):
     # Above 128 rows 6 only for 128 x 128 tiles (whose splits of 4 or more share the reduction) and 64 x 128 tiles;
     # 256 x 128 and 128 x 256 keep the cap of 4.
     assert pick(208, 1280, 8192).name == "sm90_128x128x64_c1x1_coop_streamk_k6r"
-    assert sm90_path._split((128, 128), 20, 208, 8192, 132) == 6
-    assert sm90_path._split((64, 128), 20, 208, 8192, 132) == 6
-    assert sm90_path._split((256, 128), 20, 208, 8192, 132) == 4
-    assert sm90_path._split((128, 256), 20, 208, 8192, 132) == 4
+    # 20 tiles of each shape at M = 208 (132 // 20 = 6), K = 8192.
+    for tile, N in (((128, 128), 1280), ((64, 128), 640), ((256, 128), 2560), ((128, 256), 2560)):
+        assert sm90_path._tiles(*tile, 208, N) == 20
+        assert sm90_path._split(tile, 208, N, 8192, 132) == (6 if tile in ((128, 128), (64, 128)) else 4)
     # 8192 x 1024 at M = 160: 24 tiles of 64 x 128 split 5.
     assert pick(160, 1024, 8192).name == "sm90_64x128x64_c1x1_coop_streamk_k5s"
 

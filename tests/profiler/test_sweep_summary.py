@@ -12,8 +12,8 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("sweep_summary", ROOT / "tools" / "sweep_summary.py")
+def _tool(name="sweep_summary"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -62,13 +62,6 @@ def test_a_sweep_of_record(tmp_path, capsys):
     assert f"fastest sm90_128x128x64_c1x1_coop_streamk {fastest:.2f} 1.000" in line
 
 
-def _record_tool():
-    spec = importlib.util.spec_from_file_location("sweep_record", ROOT / "tools" / "sweep_record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_record_from_device_sweeps(tmp_path):
     # Two device runs (as tools/gpu_check.sh's SWEEP_CELLS writes them) into one record: every run's command without
     # its --out, the rows' kept fields only, one row a line.
@@ -84,7 +77,7 @@ def test_a_record_from_device_sweeps(tmp_path):
         path.write_text(json.dumps({"meta": meta, "results": rows}))
         runs.append((path, rows))
     out = tmp_path / "record.json"
-    assert _record_tool().main([str(out), "two cells", *(str(p) for p, _ in runs)]) == 0
+    assert _tool("sweep_record").main([str(out), "two cells", *(str(p) for p, _ in runs)]) == 0
     rec = json.loads(out.read_text())
     assert rec["note"] == "two cells" and rec["meta"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert rec["meta"]["argv"] == ["sweep --shape 4096x5120 --m 144 --no-plots",

@@ -361,10 +361,11 @@ def _k_tiles_per_sm(tile_m: int, tile_n: int, M: int, N: int, K: int, sm_count: 
     return _tiles(tile_m, tile_n, M, N) * (K // TILE_K) / sm_count
 
 
-def _split(tile: tuple[int, int], tiles: int, M: int, K: int, sm_count: int) -> int:
-    """The split-K of a stream-K config of ``tile`` (tile_m, tile_n) with ``tiles`` output tiles for M rows (see
-    split_for): at most MAX_SPLIT_K, and above 128 rows at most _MAX_SPLIT_K_ABOVE_128_ROWS but for the tiles of
+def _split(tile: tuple[int, int], M: int, N: int, K: int, sm_count: int) -> int:
+    """The split-K of a stream-K config of ``tile`` (tile_m, tile_n) on an M x N x K problem (see split_for): at most
+    MAX_SPLIT_K, and above 128 rows at most _MAX_SPLIT_K_ABOVE_128_ROWS but for the tiles of
     _UNCAPPED_ABOVE_128_ROWS."""
+    tiles = _tiles(*tile, M, N)
     split = max(1, min(MAX_SPLIT_K, sm_count // max(tiles, 1), K // TILE_K // _MIN_K_TILES_PER_SPLIT))
     if M > 128 and split > _MAX_SPLIT_K_ABOVE_128_ROWS and tile not in _UNCAPPED_ABOVE_128_ROWS:
         split = _MAX_SPLIT_K_ABOVE_128_ROWS
@@ -374,15 +375,14 @@ def _split(tile: tuple[int, int], tiles: int, M: int, K: int, sm_count: int) -> 
 def _fill(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> float:
     """The share of one wave that ``tile_m`` x ``tile_n`` tiles fill: stream-K tiles at split_for's split (a split
     never passes one wave), persistent ones unsplit."""
-    tiles = _tiles(tile_m, tile_n, M, N)
-    return tiles * (_split((tile_m, tile_n), tiles, M, K, sm_count) if scheduler == "streamk" else 1) / sm_count
+    split = _split((tile_m, tile_n), M, N, K, sm_count) if scheduler == "streamk" else 1
+    return _tiles(tile_m, tile_n, M, N) * split / sm_count
 
 
 def _wide_splits_more(tile_m: int, M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether ``tile_m``-token stream-K tiles of 256 columns split more ways than those of 128 (see
     _WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS)."""
-    wide, narrow = (_split((tile_m, tile_n), _tiles(tile_m, tile_n, M, N), M, K, sm_count) for tile_n in _TILE_NS[::-1])
-    return wide > narrow
+    return _split((tile_m, _WIDE_TILE_N), M, N, K, sm_count) > _split((tile_m, _NARROW_TILE_N), M, N, K, sm_count)
 
 
 def _fills_where_the_others_idle(tile: tuple[int, int], others: tuple[tuple[int, int, str], ...], M: int, N: int,
@@ -432,7 +432,7 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     if (tile_m, tile_n) == (128, 128) and M <= 128:
         return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
     if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
-        split = _split((256, 128), _tiles(256, 128, M, N), M, K, sm_count)
+        split = _split((256, 128), M, N, K, sm_count)
         if K // TILE_K // split < _TALL_SPLIT_MIN_K_TILES_PER_SPLIT:
             return False
         return _fills_where_the_others_idle((256, 128), ((256, 64, "persistent"), (128, 128, "streamk")), M, N, K,
@@ -529,7 +529,7 @@ def _token_tile_64_sized_to_m(by_shape: dict, M: int, N: int, K: int, sm_count: 
 def _long_wide_split(M: int, N: int, K: int, sm_count: int) -> bool:
     """Whether 64 x 256 stream-K tiles split (split_for's split) with at least _TOKEN_TILE_64_WIDE_LONG_SPLIT k-tiles
     a split."""
-    split = _split((64, _WIDE_TILE_N), _tiles(64, _WIDE_TILE_N, M, N), M, K, sm_count)
+    split = _split((64, _WIDE_TILE_N), M, N, K, sm_count)
     return split > 1 and K // TILE_K // split >= _TOKEN_TILE_64_WIDE_LONG_SPLIT
 
 
@@ -539,7 +539,7 @@ def _long_split_fills_with_128_tokens(M: int, N: int, K: int, sm_count: int) -> 
     if N % _NARROW_TILE_N:
         return False
     tiles = _tiles(128, _NARROW_TILE_N, M, N)
-    split = _split((128, _NARROW_TILE_N), tiles, M, K, sm_count)
+    split = _split((128, _NARROW_TILE_N), M, N, K, sm_count)
     return (split > 1 and _SPLIT_MIN_FILL * sm_count <= tiles * split <= sm_count
             and K // TILE_K // split >= _LONG_SPLIT_MIN_K_TILES)
 
@@ -607,7 +607,7 @@ def split_for(config: Sm90Config, M: int, N: int, K: int, sm_count: int) -> Sm90
     if token_tile_128 and _in_two_waves_of_thirds(M, N, K, sm_count):
         split = _THIRDS_SPLIT
     else:
-        split = _split((config.tile_m, config.tile_n), tiles, M, K, sm_count)
+        split = _split((config.tile_m, config.tile_n), M, N, K, sm_count)
         if (config.tile_n == _WIDE_TILE_N and M > _WIDE_SPLIT_FILLS_ABOVE_M
                 and tiles * split < _SPLIT_MIN_FILL * sm_count):
             split = 1
