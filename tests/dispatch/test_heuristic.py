@@ -161,13 +161,15 @@ def test_the_decode_choice_does_not_depend_on_the_layout():
 
 def test_the_sm80_tiles_of_the_sm90_layout_follow_that_layouts_rule():
     # 9..16 rows of an sm90-layout weight: the sm80 heuristic's sm90-layout choice (from 64 Mi weight elements
-    # 16 x 256, stream-K over 2 blocks per SM; below, 16 x 128 at 2 per SM), where the sm80 layout's own runs
-    # 16 x 128 at 4 blocks per SM.
+    # 16 x 256, stream-K over 2 blocks per SM; below 32 Mi elements, 16 x 128 at 2 per SM where its grid has too
+    # few tiles for the serial split, else that split), where the sm80 layout's own runs 16 x 128 at 4 blocks per SM.
     for M in (9, 16):
         cfg = pick(M, 28672, 8192)
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
-        small = pick(M, 4096, 4096)
+        small = pick(M, 2560, 8192)
         assert (small.tile_m, small.tile_n, small.stages, small.split_k_mode) == (16, 128, 4, "streamk")
+        small = pick(M, 4096, 4096)
+        assert (small.tile_m, small.tile_n, small.stages, small.split_k_mode) == (16, 128, 4, "serial")
         assert cfg == sm80_path.heuristic(SM80_ON_SM90_FULL, M, 28672, 8192, 132, "sm90")
         cfg = pick(M, 28672, 8192, cands=SM80_LAYOUT, key=SM80)
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 528, "streamk")

@@ -158,3 +158,30 @@ def test_auto_runs_the_sm80_path_for_small_m_and_under_a_cuda_graph(tmp_path, mo
         graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(captured, eager), "graph replay differs from the eager call"
+
+
+@pytest.mark.parametrize("K, N", [(2048, 8192), (4096, 4096)])
+def test_auto_splits_small_weights_serially_at_16_rows(K, N, tmp_path, monkeypatch):
+    # Below 32 Mi elements, with the 32 tiles the in-kernel sum needs, `auto` splits the 16-row tiles (4 splits of
+    # 8 k-tiles on 2048 x 8192, 8 of 8 on 4096 x 4096) and the tile's last split sums them: against float64 and
+    # bit-equal under a CUDA graph's replays (the sum runs in split order).
+    monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))  # the heuristic, not a tuned choice
+    ops.clear_plans()
+    _require_configs(torch.float16, 4)
+    torch.manual_seed(K + N)
+    packed, model_w, math_w = _weight(K, N, 128, torch.float16, 4, True)
+    for M in (9, 16):
+        config = ops.resolve_config(M, packed, "auto")
+        assert (config.path, config.tile_m, config.split_k_mode) == ("sm80", 16, "serial"), config.name
+        assert config.split_k in (4, 8) and K // 64 >= 8 * config.split_k, config.name
+        x = random_activations(M, K, torch.float16)
+        poison_allocator(M * N * 2)
+        eager = mixgemm.gemm(x, packed)
+        check_model_and_math(eager, x, None, model_w, math_w, torch.float16, f"auto ({config.name}) M={M}")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = mixgemm.gemm(x, packed)
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, eager), f"M={M}: graph replay differs from the eager call"

@@ -421,8 +421,8 @@ def test_heuristic_16_row_tiles_stream_k_over_four_blocks_per_sm():
 
 def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     # sm80-layout weights: 16 x 128 at 4 stream-K blocks per SM. sm90-layout weights (ldmatrix B fragments):
-    # 16 x 128 at 2 blocks per SM below 32 Mi elements, split-K from there, and 16 x 256 at 2 per SM where the
-    # 128-column tiles outnumber the SMs.
+    # 16 x 128 at 2 blocks per SM below 32 Mi elements where the grid is too few tiles for the serial split (below),
+    # split-K from there, and 16 x 256 at 2 per SM where the 128-column tiles outnumber the SMs.
     for M in (9, 16):
         cfg = heuristic(SM80_ON_SM90_FULL, M, 28672, 8192, layout="sm90")
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
@@ -526,9 +526,29 @@ def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     assert cfg.stages == 4  # both tiles' split-K was measured with 4 stages
 
 
+@pytest.mark.parametrize("M, N, K, bandwidth, split", [
+    # Below 32 Mi elements, where the grid has the 32 tiles the in-kernel (serial) sum needs: the largest split of
+    # at least 8 k-tiles within 4 blocks per SM x bandwidth / 4.8 TB/s (H100: 368 blocks), and at least 4 splits.
+    (16, 8192, 2048, H100_BANDWIDTH, 4),   # 32 k-tiles: 4 splits of 8 (12 a split would allow 2: stream-K)
+    (16, 8192, 3584, H100_BANDWIDTH, 4),   # 56 k-tiles: 8 splits would get 7
+    (16, 8192, 3072, H200_BANDWIDTH, 4),
+    (16, 4096, 4096, H100_BANDWIDTH, 8),   # 32 tiles x 8 = 256 blocks
+    (16, 4096, 4096, H200_BANDWIDTH, 8),
+    (16, 5120, 4096, H100_BANDWIDTH, 8),   # 40 tiles x 8 = 320 <= 368
+    (12, 5120, 4096, H100_BANDWIDTH, 8),   # every M of the 16-row tile
+    (16, 8128, 4096, 0.0, 8),              # just under 32 Mi elements (4096 x 8128)
+    (16, 8192, 4096, H200_BANDWIDTH, 8),   # from 32 Mi elements too: 64 tiles x 8 = 512 <= 528
+    (16, 8192, 4096, H100_BANDWIDTH, 4),   # 512 > 368
+])
+def test_heuristic_16_row_serial_split_takes_8_k_tiles_a_split_at_any_size(M, N, K, bandwidth, split):
+    cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, 132, "sm90", bandwidth)
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode, cfg.stages) == (16, 128, split, "serial", 4)
+
+
 @pytest.mark.parametrize("M, N, K, tile, split", [
-    (16, 2560, 8192, 16, 264),   # 16 rows below 32 Mi elements: stream-K over 2 blocks per SM
-    (16, 8128, 4096, 16, 264),   # just under 32 Mi elements (4096 x 8128)
+    (16, 2560, 8192, 16, 264),   # 16 rows below 32 Mi elements, 20 tiles: stream-K over 2 blocks per SM
+    (16, 3968, 4096, 16, 248),   # 31 tiles, too few for the serial sum: 1984 units / 8
+    (16, 8192, 1024, 16, 128),   # 16 k-tiles: at most 2 splits of 8
     (32, 8192, 2048, 32, 132),   # 32 k-tiles: at most 2 splits of 12+ k-tiles, under 4: stream-K, one block per SM
     (17, 8192, 2048, 32, 132),   # 2048 units / 132 blocks = 15.5 k-tiles a block: long enough
 ])
