@@ -75,6 +75,17 @@ def test_h200_grid_table_of_record():
                                              str(b / "2026-11-27-h200-row-block-loop-peers.json")])
     assert "in 58 of 60 cells in both variants, 58 with zero points" in table
     assert "| 11008x4096 | 512 | 62.14 | 62.23 | 64.37 cuBLAS fp16 | 0.965 | 0.967 |" in table
+    # 2026-11-28: the changed and behind cells (28672x8192 M = 128, 4096x4096 M = 256, 4096x11008 M = 4096), then
+    # 4096x4096 M = 16 with the 16-row serial split.
+    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
+                                             str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json"),
+                                             str(b / "2026-11-27-h200-row-block-loop-peers.json"),
+                                             str(b / "2026-11-28-h200-grid-cells-peers.json"),
+                                             str(b / "2026-11-28-h200-m16-serial-split-grid-peers.json")])
+    assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
+    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    assert "| 4096x4096 | 256 | 16.45 | 16.52 | 16.90 cuBLAS fp16 | 0.973 | 0.977 |" in table
+    assert "| 4096x4096 | 16 | 7.95 | 7.93 | 9.47 vLLM Marlin zp | 0.840 | 0.838 | `16x128x64_w16x32x64_s4_k8s` |" in table
     assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
 
 

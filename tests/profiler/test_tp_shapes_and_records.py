@@ -93,13 +93,17 @@ def test_h200_tp_table_of_record():
     # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only there). The second file, a later run of
     # 8192x7168 at M = 128..1024 beside cuBLAS and Machete, completes the table; the third re-times the narrow shards
     # at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more; the fourth 8192x1280 and 8192x2560 at
-    # M = 128, 256, 512 with the 128 x 128 tile split 6 ways above 128 rows where its splits share the reduction.
+    # M = 128, 256, 512 with the 128 x 128 tile split 6 ways above 128 rows where its splits share the reduction; the
+    # fifth 2048x8192 and 3584x8192 at M = 16 with the 16-row tiles split serially below 32 Mi elements.
     runs = [str(ROOT / "benchmarks" / name) for name in ("2026-11-27-h200-tp-shards-peers.json",
                                                           "2026-11-27-h200-tp-8192x7168-m128-1024-peers.json",
                                                           "2026-11-27-h200-tp-narrow-uneven-split-peers.json",
                                                           "2026-11-27-h200-tp-narrow-split-6-above-128-rows-peers.json")]
-    table = _record_tool().tp_table("-", runs)
-    assert "in 80 of 96 cells" in table
+    assert "in 80 of 96 cells" in _record_tool().tp_table("-", runs)
+    serial_split = str(ROOT / "benchmarks" / "2026-11-28-h200-m16-serial-split-tp-peers.json")
+    table = _record_tool().tp_table("-", runs + [serial_split])
+    assert "in 82 of 96 cells" in table
+    assert "| 2048x8192 | 16 | 7.6 | 8.1 ist_marlin[sym] | 0.937 | - |" in table  # from the fifth
     assert "| 8192x1280 | 256 | 15.4 | 14.4 cublas_fp16 | 1.073 **behind** | - |" in table  # from the fourth
     assert "| 8192x1280 | 64 | 11.9 | 11.0 cublas_fp16 | 1.076 **behind** | - |" in table  # from the first file
     assert "| 8192x7168 | 512 | 86.2 | 90.5 cublas_fp16 | 0.952 | - |" in table  # from the second
