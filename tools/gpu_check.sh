@@ -26,6 +26,8 @@
 #                                        this Python, unpacked into python/mixgemm/ (PYTHONPATH=python)
 #   PACK=1 ...                           # every output but the extension's pieces moved into $OUT/results.tgz
 #                                        (the device tool brings back at most 8 files)
+# A call carrying PREBUILT's pieces (~16 MB) or the peers (~26 MB) passes the device tool's 64 MiB with the tracked
+# sweep records (~45 MB) in the tree: park them for the call (bash tools/park_sweep_records.sh out / in).
 # Needs: python3 with torch, pybind11, scikit-build-core, cmake, ninja; nvcc; the nvidia-cutlass wheel in
 # .whl/ (or already installed).
 set -uo pipefail

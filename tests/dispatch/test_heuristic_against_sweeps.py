@@ -27,6 +27,10 @@ from mixgemm.paths import PATHS, GemmProblem, Gpu
 from hand_registry import set_configs
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+# tools/park_sweep_records.sh moves the records out of the tree for a device call and leaves this marker: there is
+# nothing to read then, and the tests say so instead of failing (anywhere else a missing record fails them).
+PARKED = (BENCHMARKS / "SWEEP_RECORDS_PARKED").exists()
+pytestmark = pytest.mark.skipif(PARKED, reason="sweep records parked by tools/park_sweep_records.sh")
 # The GPUs the sweeps ran on (name, SMs, compute capability, read bandwidth in B/s).
 H100 = Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12)
 H200 = Gpu("NVIDIA H200", 132, (9, 0), 4.8e12)
@@ -167,6 +171,8 @@ CANDIDATES["dequant"] = PATHS["dequant"]._compiled(KEY)
 
 
 def _cells():
+    if PARKED:
+        return
     for name, gpu in SWEEPS.items():
         times: dict = {}
         auto: dict = {}
