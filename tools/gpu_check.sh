@@ -19,6 +19,9 @@
 #   SWEEP_CELLS="28672x8192:96,128 4096x5120:144" SWEEP_LAYOUT=sm90 ...  # also `python -m mixgemm sweep` per cell
 #                                        (--rounds SWEEP_ROUNDS, 3), each into $OUT/sweep_KxN_mMs/, and
 #                                        tools/sweep_summary.py's lines (auto's pick against the fastest config)
+#   PEERS="2048x8192:16 4096x4096:16,256" ...  # also the peers harness (PEERS_DIR, default .peers: a copy of
+#                                        ../shared/peers carried into the tree) per cell, all its peers, --rounds
+#                                        PEERS_ROUNDS (3) plus PEERS_EXTRA, each into $OUT/peers_KxN_mMs/; its rows printed
 #   SKIP_PYTEST=1 ...                    # no test run (a sweep-only call)
 #   PACK_EXTENSION=1 ...                 # the built extension, xz-compressed in 15 MiB pieces
 #                                        ($OUT/extension.so.xz.part-aa, -ab: under the device tool's 16 MiB a file)
@@ -181,6 +184,24 @@ if [ -n "${SWEEP_CELLS:-}" ]; then
   done
   sweeps=("$OUT"/sweep_*/sweep.json)
   [ -e "${sweeps[0]}" ] && python3 tools/sweep_summary.py "${sweeps[@]}" | tee "$OUT/sweep_summary.txt"
+fi
+
+# 9. The peers harness, when asked for: mixgemm beside the peers on each "KxN:M,M" cell of PEERS, in the same run
+# (the standing record's grid and TP tables come from such runs). Peer names hold [ ], which must not glob.
+if [ -n "${PEERS:-}" ]; then
+  for cell in $PEERS; do
+    shape=${cell%%:*}
+    ms=${cell#*:}
+    dir="$OUT/peers_${shape}_m${ms//,/_}"
+    set -f
+    PEERS_ARGS="--ms $ms --rounds ${PEERS_ROUNDS:-3} ${PEERS_EXTRA:-}" \
+      bash "${PEERS_DIR:-.peers}/run_peers.sh" "$dir" "$shape" >"$dir.log" 2>&1
+    rc=$?
+    set +f
+    [ -s "$dir/peers_$shape.json" ] || rc=1
+    record "peers $cell" $rc "$(basename "$dir")/peers_$shape.json"
+    grep -E "^=== K=|^ +M |^ +[0-9]+ " "$dir/peers_table.txt" 2>/dev/null
+  done
 fi
 
 gpu=$(head -n 1 "$OUT/gpu.txt")
