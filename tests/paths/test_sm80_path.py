@@ -528,7 +528,8 @@ def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
 
 @pytest.mark.parametrize("M, N, K, bandwidth, split", [
     # Below 32 Mi elements, where the grid has the 32 tiles the in-kernel (serial) sum needs: the largest split of
-    # at least 8 k-tiles within 4 blocks per SM x bandwidth / 4.8 TB/s (H100: 368 blocks), and at least 4 splits.
+    # at least 8 k-tiles within 4 blocks per SM x bandwidth / 4.8 TB/s (H100: 368 blocks), and at least 4 splits;
+    # from 32 Mi elements the rule of 12 k-tiles a split.
     (16, 8192, 2048, H100_BANDWIDTH, 4),   # 32 k-tiles: 4 splits of 8 (12 a split would allow 2: stream-K)
     (16, 8192, 3584, H100_BANDWIDTH, 4),   # 56 k-tiles: 8 splits would get 7
     (16, 8192, 3072, H200_BANDWIDTH, 4),
@@ -537,10 +538,10 @@ def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     (16, 5120, 4096, H100_BANDWIDTH, 8),   # 40 tiles x 8 = 320 <= 368
     (12, 5120, 4096, H100_BANDWIDTH, 8),   # every M of the 16-row tile
     (16, 8128, 4096, 0.0, 8),              # just under 32 Mi elements (4096 x 8128)
-    (16, 8192, 4096, H200_BANDWIDTH, 8),   # from 32 Mi elements too: 64 tiles x 8 = 512 <= 528
-    (16, 8192, 4096, H100_BANDWIDTH, 4),   # 512 > 368
+    (16, 8192, 4096, H200_BANDWIDTH, 4),   # from 32 Mi elements 12 k-tiles a split (8 of 8 would fit 512 <= 528)
+    (16, 8192, 4096, H100_BANDWIDTH, 4),
 ])
-def test_heuristic_16_row_serial_split_takes_8_k_tiles_a_split_at_any_size(M, N, K, bandwidth, split):
+def test_heuristic_16_row_serial_split_below_32_mi_elements(M, N, K, bandwidth, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, 132, "sm90", bandwidth)
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode, cfg.stages) == (16, 128, split, "serial", 4)
 

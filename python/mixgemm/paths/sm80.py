@@ -149,10 +149,11 @@ _STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): 
 _STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8), (32, 128): (1, 8)}
 _STREAM_K_MAX_M = 256
 
-# On the sm90 layout 16 x 128 (weights from 32 Mi elements, or split serially: below) and 32 x 128 tiles take
-# split-K instead: the largest split of SWEEP_SPLIT_KS that leaves every split at least 12 k-tiles (8 on narrow
-# weights and serial splits, below) and the grid at most 4 blocks per SM, where that is 4 splits or more. Over 14 cells at M = 16 and 14 at M = 32 (H100 and H200,
-# interleaved A/B, docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best
+# On the sm90 layout 16 x 128 (weights from 32 Mi elements; below, split serially) and 32 x 128 tiles take split-K
+# instead: the largest split of SWEEP_SPLIT_KS that leaves every split at least 12 k-tiles (8 on narrow weights and
+# below 32 Mi elements, both below) and the grid at most 4 blocks per SM, where that is 4 splits or more. Over 14
+# cells at M = 16 and 14 at M = 32 (H100 and H200, interleaved A/B,
+# docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md) it was within 6.4% of the best
 # config of both GPUs (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90
 # GEMM) before. A split of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100
 # (8192x14336 M = 16, 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles
@@ -163,14 +164,15 @@ _STREAM_K_MAX_M = 256
 _SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
 _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, stream-K unless the split is serial (below)
 _SPLIT_K_MIN_K_TILES = 12
-# A 16-row split the tile's last split sums in the kernel (serial: 32 or more tiles, at most 8 splits; see
-# _SERIAL_* above) pays below 32 Mi elements too, and with 8 k-tiles a split: the bound and the 12 k-tiles were
-# measured with the second kernel's sum, before the serial one. In sweeps of every compiled config at M = 16
-# (2026-11-28, `--layout auto`) the serial split this gives was the fastest config or within 0.5% on the H100 on
-# 2048x8192 (4 splits of 8 k-tiles), 3072x8192 and 3584x8192 (4 of 12 / 14), 4096x4096 and 4096x5120 (8 of 8;
-# 4096x5120 at M = 12 too), where 16 x 128 stream-K took 1.063x-1.102x the fastest; on the H200 4096x4096 took
-# 8 splits fastest, stream-K 1.073x. Grids of under 32 tiles keep the bounds and stream-K (8192x2560: 20 tiles,
-# stream-K 1.022x the fastest, its 8 splits in the second kernel 1.037x).
+# Below 32 Mi elements the 16-row tiles split too where the tile's last split can sum the partials in the kernel
+# (serial: 32 or more tiles, at most 8 splits; _SERIAL_* above), and such a split needs 8 k-tiles: the 32 Mi bound
+# and the 12 k-tiles were measured with the second kernel's sum, before the serial one. In sweeps of every compiled
+# config at M = 16 (2026-11-28, `--layout auto`) the serial split this gives was the fastest config or within 0.5% on
+# the H100 on 2048x8192 (4 splits of 8 k-tiles), 3072x8192 and 3584x8192 (4 of 12 / 14), 4096x4096 and 4096x5120
+# (8 of 8; 4096x5120 at M = 12 too), where 16 x 128 stream-K took 1.063x-1.102x the fastest; on the H200 4096x4096
+# took 8 splits fastest, stream-K 1.073x. Grids of under 32 tiles keep stream-K (8192x2560: 20 tiles, stream-K
+# 1.022x the fastest, 8 splits 1.037x summed in the kernel and 1.084x by the second kernel). From 32 Mi elements the
+# splits keep 12 k-tiles, as measured there (8 k-tiles would move some picks to more splits, untimed).
 _SERIAL_MIN_K_TILES = 8
 _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
@@ -254,14 +256,15 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     if M > _SPLIT_K_SM90_LAYOUT_MAX_M.get((config.tile_m, config.tile_n), 0):
         return None
     tiles = config.output_tiles(M, N)
-    serial_tiles = config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES
-    if config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM and not serial_tiles:
+    # Below 32 Mi elements only the serial split applies (see above).
+    serial_only = config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
+    if serial_only and tiles < _SERIAL_MIN_TILES:
         return None
     narrow = config.output_tiles(1, N) < _SPLIT_K_NARROW_COLUMN_TILES_PER_SM * sm_count
     min_k_tiles = _SPLIT_K_NARROW_MIN_K_TILES if narrow else _SPLIT_K_MIN_K_TILES
 
-    def least_k_tiles(split_k: int) -> int:  # a split's fewest k-tiles: 8 where the kernel sums it (see above)
-        return _SERIAL_MIN_K_TILES if serial_tiles and split_k <= _SERIAL_MAX_SPLIT_K else min_k_tiles
+    def least_k_tiles(split_k: int) -> int:  # a split's fewest k-tiles
+        return _SERIAL_MIN_K_TILES if serial_only and split_k <= _SERIAL_MAX_SPLIT_K else min_k_tiles
 
     splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= least_k_tiles(k) * k
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
