@@ -187,19 +187,27 @@ if [ -n "${SWEEP_CELLS:-}" ]; then
 fi
 
 # 9. The peers harness, when asked for: mixgemm beside the peers on each "KxN:M,M" cell of PEERS, in the same run
-# (the standing record's grid and TP tables come from such runs). Peer names hold [ ], which must not glob.
+# (the standing record's grid and TP tables come from such runs). The harness exits 0 whatever its peers did, so a
+# cell passes only where its JSON has a passing mixgemm[zp] row at every M asked for.
 if [ -n "${PEERS:-}" ]; then
   for cell in $PEERS; do
+    if [[ ! "$cell" =~ ^[0-9]+x[0-9]+:[0-9]+(,[0-9]+)*$ ]]; then
+      record "peers $cell" 1 "not KxN:M,M"
+      continue
+    fi
     shape=${cell%%:*}
     ms=${cell#*:}
     dir="$OUT/peers_${shape}_m${ms//,/_}"
-    set -f
     PEERS_ARGS="--ms $ms --rounds ${PEERS_ROUNDS:-3} ${PEERS_EXTRA:-}" \
       bash "${PEERS_DIR:-.peers}/run_peers.sh" "$dir" "$shape" >"$dir.log" 2>&1
-    rc=$?
-    set +f
-    [ -s "$dir/peers_$shape.json" ] || rc=1
-    record "peers $cell" $rc "$(basename "$dir")/peers_$shape.json"
+    python3 - "$dir/peers_$shape.json" "$ms" <<'PY' >>"$dir.log" 2>&1
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+ok = {r["M"] for r in rows if r["peer"] == "mixgemm[zp]" and r["ok"]}
+missing = [m for m in map(int, sys.argv[2].split(",")) if m not in ok]
+sys.exit(f"no passing mixgemm[zp] row at M = {missing}" if missing else 0)
+PY
+    record "peers $cell" $? "$(basename "$dir")/peers_$shape.json"
     grep -E "^=== K=|^ +M |^ +[0-9]+ " "$dir/peers_table.txt" 2>/dev/null
   done
 fi

@@ -8,7 +8,8 @@
 # (benchmarks/*-sweep-*.json, ~45 MB) are most of the tracked bytes, and no device command reads them; parked, a
 # call can carry a prebuilt extension (~16 MB, gpu_check.sh's PREBUILT) and the peers harness (~26 MB) beside the
 # rest. While they are parked, benchmarks/SWEEP_RECORDS_PARKED says so (it travels), and the two tests that read
-# the records skip; anywhere else (CI's clean clone) a missing record fails them.
+# the records skip; a missing record without the marker fails them, and so does the marker beside the records.
+# Until `in`, git sees the records as deleted: do not commit with -a or add -A while they are parked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARK=${PARK_DIR:-../.parked-sweep-records}
@@ -22,7 +23,7 @@ case "${1:-}" in
     [ -z "$(ls -A "$PARK")" ] || { echo "park: $PARK is not empty" >&2; exit 1; }
     mv benchmarks/*-sweep-*.json "$PARK"/
     (cd "$PARK" && pwd) >"$MARKER"
-    echo "park: $(ls "$PARK" | wc -l) sweep records moved to $PARK"
+    echo "park: $(ls "$PARK" | wc -l) sweep records moved to $PARK; bring them back with: bash $0 in"
     ;;
   in)
     [ -e "$MARKER" ] || { echo "park: nothing parked" >&2; exit 1; }
