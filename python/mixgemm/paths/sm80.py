@@ -245,6 +245,12 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
 
+def _summed_in_kernel(config: Sm80Config, tiles: int, split_k: int) -> bool:
+    """Whether the tile's last split sums ``split_k`` splits of ``tiles`` output tiles in the kernel (serial; the
+    _SERIAL_* rule above) rather than a second kernel (parallel)."""
+    return config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
+
+
 def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int,
                          memory_bandwidth: float) -> Sm80Config | None:
     """``config`` split-K as the sm90 layout's rules above give it (the 16- and 32-row tiles; the widest weights'
@@ -258,13 +264,13 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     tiles = config.output_tiles(M, N)
     # Below 32 Mi elements only the serial split applies (see above).
     serial_only = config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
-    if serial_only and tiles < _SERIAL_MIN_TILES:
+    if serial_only and not _summed_in_kernel(config, tiles, _SPLIT_K_MIN_SPLITS):
         return None
     narrow = config.output_tiles(1, N) < _SPLIT_K_NARROW_COLUMN_TILES_PER_SM * sm_count
     min_k_tiles = _SPLIT_K_NARROW_MIN_K_TILES if narrow else _SPLIT_K_MIN_K_TILES
 
     def least_k_tiles(split_k: int) -> int:  # a split's fewest k-tiles
-        return _SERIAL_MIN_K_TILES if serial_only and split_k <= _SERIAL_MAX_SPLIT_K else min_k_tiles
+        return _SERIAL_MIN_K_TILES if serial_only and _summed_in_kernel(config, tiles, split_k) else min_k_tiles
 
     splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= least_k_tiles(k) * k
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
@@ -274,8 +280,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     if config.tile_m == 16 and memory_bandwidth > 0:
         per_sm *= memory_bandwidth / _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH
     split_k = max(k for k in splits if k == _SPLIT_K_MIN_SPLITS or tiles * k <= per_sm * sm_count)
-    serial = config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
-    return config.with_split_k(split_k, "serial" if serial else "parallel")
+    return config.with_split_k(split_k, "serial" if _summed_in_kernel(config, tiles, split_k) else "parallel")
 
 
 def _sm90_layout_short_stream_k_rows(configs: list[Sm80Config], stream_k: Sm80Config, M: int, N: int, K: int,
