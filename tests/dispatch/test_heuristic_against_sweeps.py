@@ -16,7 +16,6 @@ docs/perf-notes/2026-11-27-sm90-split-k-reduce-scatter.md)."""
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 
@@ -25,13 +24,8 @@ from mixgemm.kernel_key import KernelKey
 from mixgemm.paths import PATHS, GemmProblem, Gpu
 
 from hand_registry import set_configs
+from sweep_records import BENCHMARKS, PARK_MARKER, PARKED, records_present, skip_if_parked
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-# tools/park_sweep_records.sh moves the records out of the tree for a device call and leaves this marker: there is
-# nothing to read then, and the tests say so instead of failing. Only the marker with no record skips them, so a
-# marker committed by mistake cannot hide a missing record (and the last test here fails on marker and records).
-PARK_MARKER = BENCHMARKS / "SWEEP_RECORDS_PARKED"
-PARKED = PARK_MARKER.exists() and not any(BENCHMARKS.glob("*-sweep-*.json"))
 # The GPUs the sweeps ran on (name, SMs, compute capability, read bandwidth in B/s).
 H100 = Gpu("NVIDIA H100 80GB HBM3", 132, (9, 0), 3.35e12)
 H200 = Gpu("NVIDIA H200", 132, (9, 0), 4.8e12)
@@ -199,7 +193,7 @@ def _as_timed(pick: str, by_config: dict) -> str:
     return configs[0].with_split_k(configs[0].split_k, "serial").name
 
 
-@pytest.mark.skipif(PARKED, reason="sweep records parked by tools/park_sweep_records.sh")
+@skip_if_parked
 @pytest.mark.parametrize("name, gpu, K, N, M, by_config, auto", list(_cells()))
 def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config, auto):
     pick = dispatch.heuristic(CANDIDATES, GemmProblem(M, N, K, 128), KEY, gpu).name
@@ -223,7 +217,7 @@ def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config,
         assert ratio == pytest.approx(miss, abs=5e-4), f"{K}x{N} M={M}: listed miss {miss}, now {ratio:.3f}"
 
 
-@pytest.mark.skipif(PARKED, reason="sweep records parked by tools/park_sweep_records.sh")
+@skip_if_parked
 def test_every_sweep_of_record_is_read():
     cells = list(_cells())
     assert len(cells) == (18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18 + 17 + 7 + 6 + 15 + 9 + 15 + 9 + 6
@@ -233,6 +227,6 @@ def test_every_sweep_of_record_is_read():
 
 def test_the_park_marker_never_stands_beside_the_records():
     # Parked, the records are gone and the marker says where; back (or in a clone), the marker is gone.
-    assert not (PARK_MARKER.exists() and any(BENCHMARKS.glob("*-sweep-*.json"))), (
+    assert not (PARK_MARKER.exists() and records_present()), (
         f"{PARK_MARKER} stands beside the sweep records: run tools/park_sweep_records.sh in, or remove a marker that "
         "was committed by mistake")

@@ -9,7 +9,7 @@ import pathlib
 import random
 import re
 
-import pytest
+from sweep_records import skip_if_parked
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -50,9 +50,7 @@ def test_cells_are_kept_apart_and_a_missing_auto_row_is_said():
                      "4096x5120 M=208 sm90: auto (no auto row) | fastest a 20.00 1.000"]
 
 
-@pytest.mark.skipif((ROOT / "benchmarks" / "SWEEP_RECORDS_PARKED").exists()
-                    and not any((ROOT / "benchmarks").glob("*-sweep-*.json")),
-                    reason="sweep records parked by tools/park_sweep_records.sh")
+@skip_if_parked
 def test_a_sweep_of_record(tmp_path, capsys):
     # The tool reads the committed records as well as a device run's sweep.json.
     record = ROOT / "benchmarks" / "2026-11-28-h100-sweep-tall-split-and-pingpong-fill.json"
