@@ -45,6 +45,15 @@ record() {  # name, rc, detail
   [ "$2" -eq 0 ] || { verdict=FAIL; status=1; }
   SUMMARY+=("$(printf '%-22s %-5s %s' "$1" "$verdict" "$3")")
 }
+# A "KxN:M,M" cell of SWEEP_CELLS or PEERS (what, cell): sets shape and ms, or records the cell as not one (rc 1).
+parse_cell() {
+  if [[ ! "$2" =~ ^[0-9]+x[0-9]+:[0-9]+(,[0-9]+)*$ ]]; then
+    record "$1 $2" 1 "not KxN:M,M"
+    return 1
+  fi
+  shape=${2%%:*}
+  ms=${2#*:}
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
@@ -175,8 +184,7 @@ fi
 # (`python -m mixgemm sweep`); the summary lines say where auto's pick stands.
 if [ -n "${SWEEP_CELLS:-}" ]; then
   for cell in $SWEEP_CELLS; do
-    shape=${cell%%:*}
-    ms=${cell#*:}
+    parse_cell sweep "$cell" || continue
     dir="$OUT/sweep_${shape}_m${ms//,/_}"
     python3 -m mixgemm sweep --shape "$shape" --m "$ms" --layout "${SWEEP_LAYOUT:-all}" --rounds "${SWEEP_ROUNDS:-3}" \
       --no-plots --out "$dir" >"$dir.log" 2>&1
@@ -191,12 +199,7 @@ fi
 # cell passes only where its JSON has a passing mixgemm[zp] row at every M asked for.
 if [ -n "${PEERS:-}" ]; then
   for cell in $PEERS; do
-    if [[ ! "$cell" =~ ^[0-9]+x[0-9]+:[0-9]+(,[0-9]+)*$ ]]; then
-      record "peers $cell" 1 "not KxN:M,M"
-      continue
-    fi
-    shape=${cell%%:*}
-    ms=${cell#*:}
+    parse_cell peers "$cell" || continue
     dir="$OUT/peers_${shape}_m${ms//,/_}"
     PEERS_ARGS="--ms $ms --rounds ${PEERS_ROUNDS:-3} ${PEERS_EXTRA:-}" \
       bash "${PEERS_DIR:-.peers}/run_peers.sh" "$dir" "$shape" >"$dir.log" 2>&1
