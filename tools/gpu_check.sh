@@ -217,9 +217,11 @@ fi
 
 gpu=$(head -n 1 "$OUT/gpu.txt")
 if [ -n "${PACK:-}" ]; then
-  # The originals go, so that results.tgz is among the files the device tool brings back.
-  ( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude='extension.so.xz.part-*' . \
-    && find . -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name 'extension.so.xz.part-*' -exec rm -rf {} + )
+  # The originals go, so that results.tgz is among the files the device tool brings back. The archive is written
+  # outside $OUT first: tar fails ("file changed as we read it") on a folder that gains a file while it reads it.
+  tgz=$(mktemp --suffix=.tgz)
+  ( cd "$OUT" && tar czf "$tgz" --exclude='extension.so.xz.part-*' . \
+    && find . -mindepth 1 -maxdepth 1 ! -name 'extension.so.xz.part-*' -exec rm -rf {} + && mv "$tgz" results.tgz )
   record pack $? "results.tgz"
 fi
 
