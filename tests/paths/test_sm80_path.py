@@ -456,8 +456,8 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
         return (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode)
     assert pick(H100_BANDWIDTH) == (16, 256, 2, "parallel")
     assert pick(H200_BANDWIDTH) == pick(0.0) == (16, 256, 264, "streamk")
-    # Short K (16 k-tiles: not two splits of 12) keeps stream-K.
-    assert pick(H100_BANDWIDTH, K=1024)[3] == "streamk"
+    # Short K (16 k-tiles): 16 x 128 tiles unsplit (224 tiles fill the wave alone) on both GPUs.
+    assert pick(H100_BANDWIDTH, K=1024) == pick(H200_BANDWIDTH, K=1024) == (16, 128, 1, "none")
     # Weights whose 128-column tiles do not outnumber the SMs (here the 16-row grid stays within 2.8 blocks per SM,
     # below), and the sm80 layout, get the same pick on both GPUs.
     for N, layout, configs in ((4096, "sm90", SM80_ON_SM90_FULL), (28672, "sm80", SETS["full"])):
@@ -546,10 +546,40 @@ def test_heuristic_16_row_serial_split_below_32_mi_elements(M, N, K, bandwidth, 
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode, cfg.stages) == (16, 128, split, "serial", 4)
 
 
+@pytest.mark.parametrize("M, N, K, sms, split", [
+    # Short K (under 32 k-tiles): the most serial splits of 4+ k-tiles with tiles x splits within one wave of SMs,
+    # unsplit where the tiles fill it; the ten shapes swept on the H200 (2026-11-28), every pick the fastest.
+    (16, 4096, 1024, 132, 4),     # 32 tiles x 4 = 128 blocks of 4 k-tiles
+    (16, 4096, 1536, 132, 4),
+    (16, 4096, 1792, 132, 4),     # 28 k-tiles: 4 splits of 7
+    (16, 5120, 1024, 132, 2),     # 40 tiles: x 4 = 160 > 132
+    (16, 6144, 1024, 132, 2),
+    (16, 8192, 1024, 132, 2),
+    (16, 8192, 1536, 132, 2),
+    (16, 10240, 1024, 132, 1),    # 80 tiles: x 2 = 160 > 132
+    (16, 14336, 1024, 132, 1),
+    (16, 28672, 1024, 132, 1),    # widest: 16 x 128 unsplit, not 16 x 256 (above)
+    (9, 8192, 1024, 132, 2),      # every M of the 16-row tile
+    (16, 8192, 1024, 114, 1),     # 64 x 2 = 128 > 114 SMs
+    (16, 4096, 1024 - 64, 132, 1),  # under 16 k-tiles: unsplit (swept on the H100: 512x8192, 768x4096)
+    (16, 8192, 512, 132, 1),
+    (16, 4096, 768, 132, 1),
+    (16, 8192, 2048 - 64, 132, 2),  # 31 k-tiles: still short
+])
+def test_heuristic_16_row_short_k_splits_within_one_wave(M, N, K, sms, split):
+    for bandwidth in (H100_BANDWIDTH, H200_BANDWIDTH, 0.0):  # the wave rule reads no bandwidth
+        cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, sms, "sm90", bandwidth)
+        assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.stages) == (16, 128, split, 4), bandwidth
+        assert cfg.split_k_mode == ("serial" if split > 1 else "none")
+    # 32 k-tiles is no longer short: 4 serial splits of 8, a second wave (256 blocks).
+    if K == 2048 - 64:
+        assert heuristic(SM80_ON_SM90_FULL, M, N, 2048, sms, "sm90", H100_BANDWIDTH).split_k == 4
+
+
 @pytest.mark.parametrize("M, N, K, tile, split", [
     (16, 2560, 8192, 16, 264),   # 16 rows below 32 Mi elements, 20 tiles: stream-K over 2 blocks per SM
     (16, 3968, 4096, 16, 248),   # 31 tiles, too few for the serial sum: 1984 units / 8
-    (16, 8192, 1024, 16, 128),   # 16 k-tiles: at most 2 splits of 8
+    (16, 3968, 1024, 16, 62),    # short K (16 k-tiles) on 31 tiles: too few for the serial sum, 496 units / 8
     (32, 8192, 2048, 32, 132),   # 32 k-tiles: at most 2 splits of 12+ k-tiles, under 4: stream-K, one block per SM
     (17, 8192, 2048, 32, 132),   # 2048 units / 132 blocks = 15.5 k-tiles a block: long enough
 ])
@@ -573,7 +603,7 @@ def test_heuristic_sm90_layout_short_stream_k_takes_two_rows_of_16_row_tiles(M, 
 
 @pytest.mark.parametrize("M, N, K, sms, tile, mode", [
     (33, 8192, 1024, 132, 32, "streamk"),   # 33 rows: 16-row tiles would take three rows
-    (16, 8192, 1024, 132, 16, "streamk"),   # 16 rows keep their own rule
+    (16, 8192, 1024, 132, 16, "serial"),    # 16 rows keep their own rule (short K: 2 splits within one wave)
     (32, 8192, 1024, 120, 32, "streamk"),   # 128 tiles of 16 rows over 120 SMs: more than one wave
     (32, 8192, 2048, 132, 32, "streamk"),   # 15.5 k-tiles a block
     (32, 8192, 25 * 64, 132, 32, "streamk"),  # 25 k-tiles: 1600 units over 132 blocks, 12.1 each (24: 11.6)

@@ -76,6 +76,8 @@ _PREFERENCE = (
 # outnumber the SMs (8192x28672: 224 on 132), even two splits put 3.4 blocks on each SM and the H100 and the H200
 # disagreed on the split (two: 1.00x / 1.08x the best config; four: 1.07x / 1.00x), while 16 x 256 over 2 stream-K
 # blocks per SM took 1.05x / 1.01x; 16 x 256 keeps them (docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md).
+# Where K is short (_SHORT_K_TILES below) no split is in question: 16 x 128 unsplit took 0.87x / 0.86x the time of
+# 16 x 256 unsplit on 1024x28672 (H100 / H200), and 0.77x / 0.78x that of its stream-K.
 _SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
 
 
@@ -93,9 +95,13 @@ def _widest(layout: str, N: int, sm_count: int) -> bool:
     return layout == "sm90" and math.ceil(N / _SMALL_M_FIRST["sm90"][1]) > sm_count
 
 
-def _small_m_first(layout: str, N: int, sm_count: int) -> tuple[int, int]:
-    """The first 16-row tile for M <= 16 on ``layout`` (see above)."""
-    return (16, 256) if _widest(layout, N, sm_count) else _SMALL_M_FIRST[layout]
+def _small_m_first(configs: list[Sm80Config], layout: str, N: int, K: int, sm_count: int) -> tuple[int, int]:
+    """The first 16-row tile for M <= 16 on ``layout`` (see above): 16 x 256 on the widest weights, unless K is
+    short for the 16 x 128 tiles (_SHORT_K_TILES below), which then run unsplit."""
+    first = _SMALL_M_FIRST[layout]
+    if _widest(layout, N, sm_count) and not any(_short_k(c, K) for c in configs if (c.tile_m, c.tile_n) == first):
+        return (16, 256)
+    return first
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
 # each other, and less shared memory per block). On the sm90 layout 32 x 128 takes 4 too: its split-K rule below
 # was measured with 4 stages, and over one stream-K block per SM 4 stages took 0.97x the time of 3 (4096x4096,
@@ -176,6 +182,22 @@ _SPLIT_K_MIN_K_TILES = 12
 _SERIAL_MIN_K_TILES = 8
 _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
+# Where K is too short for 4 serial splits of 8 k-tiles (under 32 k-tiles: K < 2048) the 16 x 128 tiles of a grid
+# of 32 or more split serially into the most splits that keep the grid within one wave (tiles x splits <= SMs, each
+# split at least _MIN_K_TILES_PER_SPLIT's 4 k-tiles), and run unsplit where the tiles alone fill it: stream-K's
+# blocks there get 8 k-tiles or fewer and a fixup each, which a k-loop this short does not repay, and a second wave
+# of splits only adds partial sums. In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this
+# pick was the fastest config on all ten H200 shapes with K = 1024-1792: 1024x4096, 1536x4096 and 1792x4096
+# (32 tiles: 4 splits of 4-7 k-tiles), 1024x5120, 1024x6144, 1024x8192 and 1536x8192 (2 splits), 1024x10240,
+# 1024x14336 and 1024x28672 (unsplit); and on the five of them timed on the H100 (1024x4096, 1024x8192, 1536x8192,
+# 1024x14336, 1024x28672). Stream-K took 1.035x-1.30x the fastest on those fifteen cells. Out of sample (H100:
+# 1280x8192, 1536x28672, 1792x14336, 1024x6144, 1024x10240) the pick was the fastest or within 0.1%.
+# Under 16 k-tiles (K < 1024) the tiles run unsplit: a split's fixed cost outweighs a k-loop that short (H100,
+# M = 16: 512x8192 unsplit 4.23 us, 2 splits of 4 k-tiles 5.03, stream-K over 132 blocks 5.23; 768x4096 unsplit
+# 1.038x the fastest, 4 splits of 3 k-tiles, and 2 splits 1.024x; both swept after the rule was read off the ten).
+# Grids of under 32 tiles keep stream-K (the serial sum's bound; untimed here).
+_SHORT_K_TILES = _SPLIT_K_MIN_SPLITS * _SERIAL_MIN_K_TILES
+_SHORT_K_SPLIT_FROM_K_TILES = 16
 # Of the splits that rule allows, the 16-row tiles take the largest that keeps the grid within 4 blocks per SM
 # scaled by the GPU's DRAM bandwidth over the H200's 4.8 TB/s (a faster GPU stays within the rule's own 4), and at
 # least 4 splits. Every block streams its weight at the same rate, so the blocks a GPU needs in flight to cover
@@ -216,12 +238,12 @@ def _with_preferred_stages(matches: list[Sm80Config], layout: str) -> Sm80Config
     return (preferred or sorted(matches, key=lambda c: (c.stages < 3, c.stages)))[0]
 
 
-def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, sm_count: int) -> Sm80Config:
+def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, K: int, sm_count: int) -> Sm80Config:
     for bound, tiles in _PREFERENCE:
         if M <= bound:
             first = None
             if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
-                first = _small_m_first(layout, N, sm_count)
+                first = _small_m_first(configs, layout, N, K, sm_count)
             elif layout == "sm90" and M <= _SM90_LAYOUT_MID_M:
                 first = _SM90_LAYOUT_MID_M_FIRST
             if first is not None:
@@ -251,6 +273,24 @@ def _summed_in_kernel(config: Sm80Config, tiles: int, split_k: int) -> bool:
     return config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
 
 
+def _short_k(config: Sm80Config, K: int) -> bool:
+    """Whether K is too short for ``config``'s 4 serial splits of 8 k-tiles (_SHORT_K_TILES above)."""
+    return K // config.tile_k < _SHORT_K_TILES
+
+
+def _short_k_split(config: Sm80Config, tiles: int, K: int, sm_count: int) -> Sm80Config | None:
+    """``config`` (16 x 128 on a short K) split serially within one wave, unsplit where its ``tiles`` fill the wave
+    alone or K has under 16 k-tiles, or None (stream-K) where the grid is too small for the serial sum
+    (_SHORT_K_TILES above)."""
+    if not _summed_in_kernel(config, tiles, 1):
+        return None
+    k_tiles = K // config.tile_k
+    splits = [k for k in SWEEP_SPLIT_KS if k <= _SERIAL_MAX_SPLIT_K and tiles * k <= sm_count
+              and k_tiles >= max(k * _MIN_K_TILES_PER_SPLIT[config.tile_m], _SHORT_K_SPLIT_FROM_K_TILES)]
+    split_k = max(splits, default=1)
+    return config.with_split_k(split_k, "serial" if split_k > 1 else "none")
+
+
 def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int,
                          memory_bandwidth: float) -> Sm80Config | None:
     """``config`` split-K as the sm90 layout's rules above give it (the 16- and 32-row tiles; the widest weights'
@@ -262,6 +302,8 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     if M > _SPLIT_K_SM90_LAYOUT_MAX_M.get((config.tile_m, config.tile_n), 0):
         return None
     tiles = config.output_tiles(M, N)
+    if (config.tile_m, config.tile_n) == _SMALL_M_FIRST["sm90"] and _short_k(config, K):
+        return _short_k_split(config, tiles, K, sm_count)
     # Below 32 Mi elements only the serial split applies (see above).
     serial_only = config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
     if serial_only and not _summed_in_kernel(config, tiles, _SPLIT_K_MIN_SPLITS):
@@ -304,9 +346,9 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
     weights' 16 x 256 tiles on a GPU of under 4 TB/s (``memory_bandwidth``, bytes per second; 0: unknown); else
     stream-K where the rule above has the tile (on the sm90 layout at M = 17..32, unsplit 16 x 128 tiles instead
     where its blocks would get under 12 k-tiles), else split-K until the grid keeps the GPU busy."""
-    config = _pick_tile(configs, M, layout, N, sm_count)
+    config = _pick_tile(configs, M, layout, N, K, sm_count)
     if 64 < M <= 256:
-        large = _pick_tile(configs, _LARGE_M, layout, N, sm_count)
+        large = _pick_tile(configs, _LARGE_M, layout, N, K, sm_count)
         if large.tile_m == 128 and large.stream_k_units(M, N, K) >= _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM * sm_count:
             config = large
     if layout == "sm90":
