@@ -42,10 +42,14 @@ def test_grid_table_of_record():
     assert "in 57 of 60 cells in both variants, 60 with zero points" in grid(fifth)
     # Then M = 512 on 4096x4096 and 11008x4096 after the ping-pong tile's whole tiles moved to our x load loop (the
     # run's M = 256 cells are 128 x 128 tiles the change does not touch).
-    table = grid(fifth + [str(b / "2026-11-27-h100-row-block-loop-peers.json") + "@512"])
+    sixth = fifth + [str(b / "2026-11-27-h100-row-block-loop-peers.json") + "@512"]
+    assert "in 58 of 60 cells in both variants, 60 with zero points" in grid(sixth)
+    # Then 4096x4096 M = 16 with the 16-row tiles split serially below 32 Mi elements (stream-K 0.918x before).
+    table = grid(sixth + [str(b / "2026-11-28-h100-m16-serial-split-grid-peers.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
     assert "in 58 of 60 cells in both variants, 60 with zero points" in table
+    assert "| 4096x4096 | 16 | 8.20 | 8.20 | 9.43 vLLM Marlin zp | 0.869 | 0.869 | `16x128x64_w16x32x64_s4_k8s` |" in table
     assert "| 11008x4096 | 512 | 63.17 | 63.17 | 65.39 cuBLAS fp16 | 0.966 | 0.966 |" in table
     assert "| 8192x8192 | 16 | 17.30 | 17.29 | 17.85 Marlin sym | 0.970 | 0.969 | `16x128x64_w16x32x64_s4_k4s` |" in table
     assert "| 4096x11008 | 256 | 37.92 | 37.82 | 38.97 cuBLAS fp16 | 0.973 | 0.971 |" in table

@@ -64,8 +64,15 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-27-h100-tp-narrow-tall-split-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-split-6-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-uneven-split-peers.json"),
-                                     str(b / "2026-11-27-h100-tp-narrow-split-6-above-128-rows-peers.json")])
-    assert "in 88 of 96 cells" in table
+                                     str(b / "2026-11-27-h100-tp-narrow-split-6-above-128-rows-peers.json"),
+                                     str(b / "2026-11-28-h100-m16-serial-split-tp-peers.json"),
+                                     str(b / "2026-11-28-h100-m16-short-k-peers.json")])
+    assert "in 90 of 96 cells" in table
+    # The last two runs re-timed M = 16: 2048x8192 and 3584x8192 split serially below 32 Mi elements (1.022x / 1.014x
+    # the original Marlin with stream-K before), then 1024x8192 split within one wave (short K; stream-K 0.921x).
+    assert "| 2048x8192 | 16 | 7.8 | 8.2 ist_marlin[sym] | 0.948 | 1.84x |" in table
+    assert "| 3584x8192 | 16 | 9.9 | 10.6 ist_marlin[sym] | 0.941 | 1.66x |" in table
+    assert "| 1024x8192 | 16 | 6.0 | 6.7 ist_marlin[sym] | 0.891 | 1.91x |" in table
     # The last run re-timed 8192x1280 and 8192x2560 at M = 128, 256, 512 with the 128 x 128 tile split 6 ways above
     # 128 rows where its splits share the reduction (8192x1280 M = 256: 16.8 us and 1.076x cuBLAS before).
     assert "| 8192x1280 | 256 | 15.0 | 15.2 cublas_fp16 | 0.987 | - |" in table
