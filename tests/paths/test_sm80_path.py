@@ -561,9 +561,11 @@ def test_heuristic_16_row_serial_split_below_32_mi_elements(M, N, K, bandwidth, 
     (16, 28672, 1024, 132, 1),    # widest: 16 x 128 unsplit, not 16 x 256 (above)
     (9, 8192, 1024, 132, 2),      # every M of the 16-row tile
     (16, 8192, 1024, 114, 1),     # 64 x 2 = 128 > 114 SMs
-    (16, 4096, 1024 - 64, 132, 1),  # under 16 k-tiles: unsplit (swept on the H100: 512x8192, 768x4096)
+    (16, 4096, 768, 132, 4),      # 12 k-tiles: 4 splits of 3 (swept on both GPUs: 768x4096, 512x8192)
+    (16, 4096, 1024 - 64, 132, 4),  # 15 k-tiles: 4 splits of 3 or 4
+    (16, 8192, 768, 132, 2),      # 64 tiles: 2 splits of 6
+    (16, 8192, 768 - 64, 132, 1),   # under 12 k-tiles: unsplit
     (16, 8192, 512, 132, 1),
-    (16, 4096, 768, 132, 1),
     (16, 8192, 2048 - 64, 132, 2),  # 31 k-tiles: still short
 ])
 def test_heuristic_16_row_short_k_splits_within_one_wave(M, N, K, sms, split):

@@ -184,20 +184,24 @@ _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
 # Where K is too short for 4 serial splits of 8 k-tiles (under 32 k-tiles: K < 2048) the 16 x 128 tiles of a grid
 # of 32 or more split serially into the most splits that keep the grid within one wave (tiles x splits <= SMs, each
-# split at least _MIN_K_TILES_PER_SPLIT's 4 k-tiles), and run unsplit where the tiles alone fill it: stream-K's
+# split at least 3 k-tiles), and run unsplit where the tiles alone fill it: stream-K's
 # blocks there get 8 k-tiles or fewer and a fixup each, which a k-loop this short does not repay, and a second wave
 # of splits only adds partial sums. In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this
 # pick was the fastest config on all ten H200 shapes with K = 1024-1792: 1024x4096, 1536x4096 and 1792x4096
 # (32 tiles: 4 splits of 4-7 k-tiles), 1024x5120, 1024x6144, 1024x8192 and 1536x8192 (2 splits), 1024x10240,
 # 1024x14336 and 1024x28672 (unsplit); and on the five of them timed on the H100 (1024x4096, 1024x8192, 1536x8192,
 # 1024x14336, 1024x28672). Stream-K took 1.035x-1.30x the fastest on those fifteen cells. Out of sample (H100:
-# 1280x8192, 1536x28672, 1792x14336, 1024x6144, 1024x10240) the pick was the fastest or within 0.1%.
-# Under 16 k-tiles (K < 1024) the tiles run unsplit: a split's fixed cost outweighs a k-loop that short (H100,
-# M = 16: 512x8192 unsplit 4.23 us, 2 splits of 4 k-tiles 5.03, stream-K over 132 blocks 5.23; 768x4096 unsplit
-# 1.038x the fastest, 4 splits of 3 k-tiles, and 2 splits 1.024x; both swept after the rule was read off the ten).
+# 1280x8192, 1536x28672, 1792x14336, 1024x6144, 1024x10240; H200: 1280x8192) the pick was the fastest or within 0.1%.
+# Under 12 k-tiles (K < 768) the tiles run unsplit: a split's fixed cost outweighs a k-loop that short (512x8192,
+# 8 k-tiles: unsplit 4.23 / 4.25 us on the H100 / H200, 2 splits of 4 k-tiles 5.03 / 4.83, stream-K over 132 blocks
+# 5.23 on the H100), while 768x4096 (12 k-tiles) took 4 splits of 3 k-tiles fastest on both GPUs (unsplit 1.038x /
+# 1.101x, 2 splits 1.024x / 1.075x); both shapes swept after the rule was read off the ten, and these two bounds read
+# off them. Out of sample on the H200 (640x8192, 768x6144, 768x8192, 768x10240, 896x4096) the pick was within 1.9% of
+# the fastest (docs/perf-notes/2026-11-28-16-row-short-k-one-wave.md).
 # Grids of under 32 tiles keep stream-K (the serial sum's bound; untimed here).
 _SHORT_K_TILES = _SPLIT_K_MIN_SPLITS * _SERIAL_MIN_K_TILES
-_SHORT_K_SPLIT_FROM_K_TILES = 16
+_SHORT_K_SPLIT_FROM_K_TILES = 12
+_SHORT_K_MIN_K_TILES_PER_SPLIT = 3
 # Of the splits that rule allows, the 16-row tiles take the largest that keeps the grid within 4 blocks per SM
 # scaled by the GPU's DRAM bandwidth over the H200's 4.8 TB/s (a faster GPU stays within the rule's own 4), and at
 # least 4 splits. Every block streams its weight at the same rate, so the blocks a GPU needs in flight to cover
@@ -280,13 +284,13 @@ def _short_k(config: Sm80Config, K: int) -> bool:
 
 def _short_k_split(config: Sm80Config, tiles: int, K: int, sm_count: int) -> Sm80Config | None:
     """``config`` (16 x 128 on a short K) split serially within one wave, unsplit where its ``tiles`` fill the wave
-    alone or K has under 16 k-tiles, or None (stream-K) where the grid is too small for the serial sum
+    alone or K has under 12 k-tiles, or None (stream-K) where the grid is too small for the serial sum
     (_SHORT_K_TILES above)."""
     if not _summed_in_kernel(config, tiles, 1):
         return None
     k_tiles = K // config.tile_k
     splits = [k for k in SWEEP_SPLIT_KS if k <= _SERIAL_MAX_SPLIT_K and tiles * k <= sm_count
-              and k_tiles >= max(k * _MIN_K_TILES_PER_SPLIT[config.tile_m], _SHORT_K_SPLIT_FROM_K_TILES)]
+              and k_tiles >= max(k * _SHORT_K_MIN_K_TILES_PER_SPLIT, _SHORT_K_SPLIT_FROM_K_TILES)]
     split_k = max(splits, default=1)
     return config.with_split_k(split_k, "serial" if split_k > 1 else "none")
 
