@@ -111,6 +111,11 @@ def test_h200_tp_table_of_record():
     table = _record_tool().tp_table("-", runs + [serial_split])
     assert "in 82 of 96 cells" in table
     assert "| 2048x8192 | 16 | 7.6 | 8.1 ist_marlin[sym] | 0.937 | - |" in table  # from the fifth
+    # The sixth: 1024x8192 M = 16 with the short-K rule's two splits (stream-K 0.936x in the first file).
+    table = _record_tool().tp_table("-", runs + [serial_split,
+                                                 str(ROOT / "benchmarks" / "2026-11-28-h200-m16-short-k-tp-peers.json")])
+    assert "in 82 of 96 cells" in table
+    assert "| 1024x8192 | 16 | 5.8 | 6.6 ist_marlin[sym] | 0.881 | - |" in table
     assert "| 8192x1280 | 256 | 15.4 | 14.4 cublas_fp16 | 1.073 **behind** | - |" in table  # from the fourth
     assert "| 8192x1280 | 64 | 11.9 | 11.0 cublas_fp16 | 1.076 **behind** | - |" in table  # from the first file
     assert "| 8192x7168 | 512 | 86.2 | 90.5 cublas_fp16 | 0.952 | - |" in table  # from the second
