@@ -221,7 +221,8 @@ if [ -n "${PACK:-}" ]; then
   # outside $OUT first: tar fails ("file changed as we read it") on a folder that gains a file while it reads it.
   tgz=$(mktemp --suffix=.tgz)
   ( cd "$OUT" && tar czf "$tgz" --exclude='extension.so.xz.part-*' . \
-    && find . -mindepth 1 -maxdepth 1 ! -name 'extension.so.xz.part-*' -exec rm -rf {} + && mv "$tgz" results.tgz )
+    && find . -mindepth 1 -maxdepth 1 ! -name 'extension.so.xz.part-*' -exec rm -rf {} + && mv "$tgz" results.tgz \
+    && chmod 644 results.tgz )  # mktemp made it 0600
   record pack $? "results.tgz"
 fi
 

@@ -163,7 +163,10 @@ def test_auto_runs_the_sm80_path_for_small_m_and_under_a_cuda_graph(tmp_path, mo
 def _auto_at_16_rows_is_exact(K, N, split_k, tmp_path, monkeypatch):
     """`auto` on K x N at M = 9 and 16 runs the sm80 path's 16-row tiles split ``split_k`` ways (the tile's last split
     summing in-kernel where split), against float64 and bit-equal under a CUDA graph's replays (the sum runs in
-    split order)."""
+    split order). The expected splits are those of a 132-SM H100 or H200; elsewhere the split follows the GPU's SM
+    count and bandwidth, and the test skips."""
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the expected splits are those of a 132-SM GPU (H100 SXM, H200)")
     monkeypatch.setenv("MIXGEMM_CACHE", str(tmp_path / "tuned.json"))  # the heuristic, not a tuned choice
     ops.clear_plans()
     _require_configs(torch.float16, 4)
@@ -172,8 +175,8 @@ def _auto_at_16_rows_is_exact(K, N, split_k, tmp_path, monkeypatch):
     for M in (9, 16):
         config = ops.resolve_config(M, packed, "auto")
         mode = "serial" if split_k > 1 else "none"
-        assert (config.path, config.tile_m, config.split_k, config.split_k_mode) == ("sm80", 16, split_k, mode), \
-            config.name
+        assert (config.path, config.tile_m, config.tile_n, config.split_k, config.split_k_mode) == (
+            "sm80", 16, 128, split_k, mode), config.name
         x = random_activations(M, K, torch.float16)
         poison_allocator(M * N * 2)
         eager = mixgemm.gemm(x, packed)
@@ -197,8 +200,5 @@ def test_auto_splits_small_weights_serially_at_16_rows(K, N, split_k, tmp_path, 
 @pytest.mark.parametrize("K, N, split_k", [(1024, 4096, 4), (1024, 8192, 2), (1024, 14336, 1), (1024, 28672, 1)])
 def test_auto_splits_short_k_within_one_wave_at_16_rows(K, N, split_k, tmp_path, monkeypatch):
     # Short K (16 k-tiles): the most serial splits that keep the grid within one wave of 132 SMs (32 tiles x 4,
-    # 64 x 2), unsplit 16 x 128 tiles where they fill it alone (112, 224 tiles; the widest weight too). An H100 or
-    # H200 (132 SMs); elsewhere the split follows the SM count and the test skips.
-    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
-        pytest.skip("the expected splits are those of a 132-SM GPU")
+    # 64 x 2), unsplit 16 x 128 tiles where 2 splits would pass it (112, 224 tiles; the widest weight too).
     _auto_at_16_rows_is_exact(K, N, split_k, tmp_path, monkeypatch)

@@ -547,8 +547,9 @@ def test_heuristic_16_row_serial_split_below_32_mi_elements(M, N, K, bandwidth, 
 
 
 @pytest.mark.parametrize("M, N, K, sms, split", [
-    # Short K (under 32 k-tiles): the most serial splits of 4+ k-tiles with tiles x splits within one wave of SMs,
-    # unsplit where the tiles fill it; the ten shapes swept on the H200 (2026-11-28), every pick the fastest.
+    # Short K (under 32 k-tiles): the most serial splits of 3+ k-tiles with tiles x splits within one wave of SMs,
+    # unsplit where 2 splits would pass it or K has under 12 k-tiles; the first ten rows are the shapes swept on the
+    # H200 (2026-11-28), every pick the fastest.
     (16, 4096, 1024, 132, 4),     # 32 tiles x 4 = 128 blocks of 4 k-tiles
     (16, 4096, 1536, 132, 4),
     (16, 4096, 1792, 132, 4),     # 28 k-tiles: 4 splits of 7
@@ -561,11 +562,11 @@ def test_heuristic_16_row_serial_split_below_32_mi_elements(M, N, K, bandwidth, 
     (16, 28672, 1024, 132, 1),    # widest: 16 x 128 unsplit, not 16 x 256 (above)
     (9, 8192, 1024, 132, 2),      # every M of the 16-row tile
     (16, 8192, 1024, 114, 1),     # 64 x 2 = 128 > 114 SMs
-    (16, 4096, 768, 132, 4),      # 12 k-tiles: 4 splits of 3 (swept on both GPUs: 768x4096, 512x8192)
+    (16, 4096, 768, 132, 4),      # 12 k-tiles: 4 splits of 3 (768x4096, swept on both GPUs)
     (16, 4096, 1024 - 64, 132, 4),  # 15 k-tiles: 4 splits of 3 or 4
     (16, 8192, 768, 132, 2),      # 64 tiles: 2 splits of 6
     (16, 8192, 768 - 64, 132, 1),   # under 12 k-tiles: unsplit
-    (16, 8192, 512, 132, 1),
+    (16, 8192, 512, 132, 1),      # 512x8192, swept on both GPUs: a split lost
     (16, 8192, 2048 - 64, 132, 2),  # 31 k-tiles: still short
 ])
 def test_heuristic_16_row_short_k_splits_within_one_wave(M, N, K, sms, split):

@@ -76,8 +76,9 @@ _PREFERENCE = (
 # outnumber the SMs (8192x28672: 224 on 132), even two splits put 3.4 blocks on each SM and the H100 and the H200
 # disagreed on the split (two: 1.00x / 1.08x the best config; four: 1.07x / 1.00x), while 16 x 256 over 2 stream-K
 # blocks per SM took 1.05x / 1.01x; 16 x 256 keeps them (docs/perf-notes/2026-11-26-m16-m32-split-k-sm90-layout.md).
-# Where K is short (_SHORT_K_TILES below) no split is in question: 16 x 128 unsplit took 0.87x / 0.86x the time of
-# 16 x 256 unsplit on 1024x28672 (H100 / H200), and 0.77x / 0.78x that of its stream-K.
+# Where K is short (_SHORT_K_TILES below) the widest weights take the short-K rule's 16 x 128 tiles: on 1024x28672
+# 16 x 128 unsplit took 0.86x / 0.87x the time of 16 x 256 unsplit (H100 / H200), and 0.77x / 0.78x that of its
+# stream-K.
 _SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
 
 
@@ -95,13 +96,10 @@ def _widest(layout: str, N: int, sm_count: int) -> bool:
     return layout == "sm90" and math.ceil(N / _SMALL_M_FIRST["sm90"][1]) > sm_count
 
 
-def _small_m_first(configs: list[Sm80Config], layout: str, N: int, K: int, sm_count: int) -> tuple[int, int]:
+def _small_m_first(layout: str, N: int, K: int, sm_count: int) -> tuple[int, int]:
     """The first 16-row tile for M <= 16 on ``layout`` (see above): 16 x 256 on the widest weights, unless K is
-    short for the 16 x 128 tiles (_SHORT_K_TILES below), which then run unsplit."""
-    first = _SMALL_M_FIRST[layout]
-    if _widest(layout, N, sm_count) and not any(_short_k(c, K) for c in configs if (c.tile_m, c.tile_n) == first):
-        return (16, 256)
-    return first
+    short (_SHORT_K_TILES below), where 16 x 128 takes the short-K rule."""
+    return (16, 256) if _widest(layout, N, sm_count) and not _short_k(K) else _SMALL_M_FIRST[layout]
 # 16 x 128 was measured with 4 stages; other tiles take the shallowest stage count of 3 or more (within noise of
 # each other, and less shared memory per block). On the sm90 layout 32 x 128 takes 4 too: its split-K rule below
 # was measured with 4 stages, and over one stream-K block per SM 4 stages took 0.97x the time of 3 (4096x4096,
@@ -164,7 +162,7 @@ _STREAM_K_MAX_M = 256
 # GEMM) before. A split of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100
 # (8192x14336 M = 16, 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles
 # than SMs) the grid is too small or too crowded, and stream-K spreads the k-tiles better (2048x8192 at M = 32;
-# 1024x8192 see below). 32 x 128 keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits
+# 1024x8192 see below), except for 16 x 128 tiles on a short K (_SHORT_K_TILES below). 32 x 128 keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits
 # took 1.08x / 1.09x the best config (16 splits: see the narrow weights below) and 0.78x the sm90 GEMM's time, on
 # both GPUs (before the sm90 GEMM's dependent launch; after it 16 splits took 0.98x, dispatch.py).
 _SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
@@ -184,7 +182,8 @@ _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
 # Where K is too short for 4 serial splits of 8 k-tiles (under 32 k-tiles: K < 2048) the 16 x 128 tiles of a grid
 # of 32 or more split serially into the most splits that keep the grid within one wave (tiles x splits <= SMs, each
-# split at least 3 k-tiles), and run unsplit where the tiles alone fill it: stream-K's
+# split at least 3 k-tiles), and run unsplit where even 2 splits would pass one wave (more than half a wave of
+# tiles; 64 tiles split 2 and 80 unsplit were timed, none between): stream-K's
 # blocks there get 8 k-tiles or fewer and a fixup each, which a k-loop this short does not repay, and a second wave
 # of splits only adds partial sums. In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this
 # pick was the fastest config on all ten H200 shapes with K = 1024-1792: 1024x4096, 1536x4096 and 1792x4096
@@ -195,9 +194,10 @@ _SPLIT_K_MIN_SPLITS = 4
 # Under 12 k-tiles (K < 768) the tiles run unsplit: a split's fixed cost outweighs a k-loop that short (512x8192,
 # 8 k-tiles: unsplit 4.23 / 4.25 us on the H100 / H200, 2 splits of 4 k-tiles 5.03 / 4.83, stream-K over 132 blocks
 # 5.23 on the H100), while 768x4096 (12 k-tiles) took 4 splits of 3 k-tiles fastest on both GPUs (unsplit 1.038x /
-# 1.101x, 2 splits 1.024x / 1.075x); both shapes swept after the rule was read off the ten, and these two bounds read
-# off them. Out of sample on the H200 (640x8192, 768x6144, 768x8192, 768x10240, 896x4096) the pick was within 1.9% of
-# the fastest (docs/perf-notes/2026-11-28-16-row-short-k-one-wave.md).
+# 1.101x, 2 splits 1.024x / 1.075x); both shapes swept after the rule was read off the ten, and the floor of 12 and
+# the 3 k-tiles a split read off them. Out of sample on the H200 (640x8192, 768x6144, 768x8192, 768x10240, 896x4096) the pick was within 1.9% of
+# the fastest (docs/perf-notes/2026-11-28-16-row-short-k-one-wave.md). At 132 SMs the floor of 12 k-tiles and the
+# 32 tiles already give every split 3 k-tiles (4 splits at most); the bound holds the rule on a GPU of more SMs.
 # Grids of under 32 tiles keep stream-K (the serial sum's bound; untimed here).
 _SHORT_K_TILES = _SPLIT_K_MIN_SPLITS * _SERIAL_MIN_K_TILES
 _SHORT_K_SPLIT_FROM_K_TILES = 12
@@ -247,7 +247,7 @@ def _pick_tile(configs: list[Sm80Config], M: int, layout: str, N: int, K: int, s
         if M <= bound:
             first = None
             if bound == _PREFERENCE[0][0]:  # the weight layout's own first choice, then the rest in order
-                first = _small_m_first(configs, layout, N, K, sm_count)
+                first = _small_m_first(layout, N, K, sm_count)
             elif layout == "sm90" and M <= _SM90_LAYOUT_MID_M:
                 first = _SM90_LAYOUT_MID_M_FIRST
             if first is not None:
@@ -277,9 +277,9 @@ def _summed_in_kernel(config: Sm80Config, tiles: int, split_k: int) -> bool:
     return config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
 
 
-def _short_k(config: Sm80Config, K: int) -> bool:
-    """Whether K is too short for ``config``'s 4 serial splits of 8 k-tiles (_SHORT_K_TILES above)."""
-    return K // config.tile_k < _SHORT_K_TILES
+def _short_k(K: int) -> bool:
+    """Whether K is too short for 4 serial splits of 8 k-tiles (_SHORT_K_TILES above)."""
+    return K // TILE_K < _SHORT_K_TILES
 
 
 def _short_k_split(config: Sm80Config, tiles: int, K: int, sm_count: int) -> Sm80Config | None:
@@ -298,7 +298,8 @@ def _short_k_split(config: Sm80Config, tiles: int, K: int, sm_count: int) -> Sm8
 def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int,
                          memory_bandwidth: float) -> Sm80Config | None:
     """``config`` split-K as the sm90 layout's rules above give it (the 16- and 32-row tiles; the widest weights'
-    16 x 256 tiles by the GPU's bandwidth), or None where no rule applies."""
+    16 x 256 tiles by the GPU's bandwidth; 16 x 128 on a short K, unsplit where its tiles fill the wave), or None where
+    no rule applies."""
     if ((config.tile_m, config.tile_n) == (16, 256) and M <= 16 and _widest("sm90", N, sm_count)
             and 0 < memory_bandwidth < _WIDEST_TWO_SPLITS_BELOW_BANDWIDTH
             and K // config.tile_k >= 2 * _SPLIT_K_MIN_K_TILES):
@@ -306,7 +307,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     if M > _SPLIT_K_SM90_LAYOUT_MAX_M.get((config.tile_m, config.tile_n), 0):
         return None
     tiles = config.output_tiles(M, N)
-    if (config.tile_m, config.tile_n) == _SMALL_M_FIRST["sm90"] and _short_k(config, K):
+    if (config.tile_m, config.tile_n) == _SMALL_M_FIRST["sm90"] and _short_k(K):
         return _short_k_split(config, tiles, K, sm_count)
     # Below 32 Mi elements only the serial split applies (see above).
     serial_only = config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
@@ -346,8 +347,9 @@ def _sm90_layout_short_stream_k_rows(configs: list[Sm80Config], stream_k: Sm80Co
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80",
               memory_bandwidth: float = 0.0) -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles); on the sm90 layout
-    split-K for the 16- and 32-row tiles where the rule above finds enough splits, and two splits of the widest
-    weights' 16 x 256 tiles on a GPU of under 4 TB/s (``memory_bandwidth``, bytes per second; 0: unknown); else
+    split-K for the 16- and 32-row tiles where the rule above finds enough splits (16 x 128 on a short K: split within
+    one wave, or unsplit), and two splits of the widest weights' 16 x 256 tiles on a GPU of under 4 TB/s
+    (``memory_bandwidth``, bytes per second; 0: unknown); else
     stream-K where the rule above has the tile (on the sm90 layout at M = 17..32, unsplit 16 x 128 tiles instead
     where its blocks would get under 12 k-tiles), else split-K until the grid keeps the GPU busy."""
     config = _pick_tile(configs, M, layout, N, K, sm_count)
