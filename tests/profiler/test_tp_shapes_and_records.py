@@ -69,7 +69,8 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-28-h100-m16-short-k-peers.json")])
     assert "in 90 of 96 cells" in table
     # The last two runs re-timed M = 16: 2048x8192 and 3584x8192 split serially below 32 Mi elements (1.022x / 1.014x
-    # the original Marlin with stream-K before), then 1024x8192 split within one wave (short K; stream-K 0.921x).
+    # the original Marlin with stream-K before), then 1024x8192 split within one wave (short K; stream-K 0.921x on 2026-11-27,
+    # 0.933x in the first of the two).
     assert "| 2048x8192 | 16 | 7.8 | 8.2 ist_marlin[sym] | 0.948 | 1.84x |" in table
     assert "| 3584x8192 | 16 | 9.9 | 10.6 ist_marlin[sym] | 0.941 | 1.66x |" in table
     assert "| 1024x8192 | 16 | 6.0 | 6.7 ist_marlin[sym] | 0.891 | 1.91x |" in table
