@@ -7,18 +7,15 @@ harness (rows of ../shared/peers/peers_bench.py ``run_shape``, one ``--out`` fil
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 
 import pytest
 
+from tool_modules import load_tool
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # tests/profiler/ -> the repository root
-_spec = importlib.util.spec_from_file_location("benchmarks_record", ROOT / "tools" / "benchmarks_record.py")
-record = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = record  # dataclasses look their module up while the class is built
-_spec.loader.exec_module(record)
+record = load_tool("benchmarks_record")
 
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
 

@@ -3,20 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 
 import pytest
 
+from tool_modules import load_tool
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_grid_table_of_record():
@@ -24,7 +18,7 @@ def test_grid_table_of_record():
     # split-K sum in the kernel, then two M = 16 cells with the bandwidth-scaled split, then six cells with the
     # conversion two k-blocks ahead (a later file wins its cells).
     b = ROOT / "benchmarks"
-    grid = _tool("record_grid").grid_table
+    grid = load_tool("record_grid").grid_table
     first = grid([str(b / "2026-11-27-h100-grid-peers.json")])
     assert "in 51 of 60 cells in both variants, 54 with zero points" in first
     pair = grid([str(b / "2026-11-27-h100-grid-peers.json"), str(b / "2026-11-27-h100-grid-x-multicast-peers.json")])
@@ -65,23 +59,23 @@ def test_grid_table_of_record():
 
 def test_h200_grid_table_of_record():
     b = ROOT / "benchmarks"
-    before = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json")])
+    before = load_tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json")])
     assert "in 55 of 60 cells in both variants, 55 with zero points" in before
     # The M = 128 / 256 rows re-run after the 128 x 128 tiles converted two k-blocks ahead.
-    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
+    table = load_tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
                                              str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json")])
     assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
     assert "in 56 of 60 cells in both variants, 56 with zero points" in table
     assert "| 4096x11008 | 256 | 37.14 | 37.03 | 37.26 cuBLAS fp16 | 0.997 | 0.994 |" in table
     # The ping-pong cells (and their shapes' other M = 256 / 512 cells) after the x load loop change.
-    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
+    table = load_tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
                                              str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json"),
                                              str(b / "2026-11-27-h200-row-block-loop-peers.json")])
     assert "in 58 of 60 cells in both variants, 58 with zero points" in table
     assert "| 11008x4096 | 512 | 62.14 | 62.23 | 64.37 cuBLAS fp16 | 0.965 | 0.967 |" in table
     # 2026-11-28: the changed and behind cells (28672x8192 M = 128, 4096x4096 M = 256, 4096x11008 M = 4096), then
     # 4096x4096 M = 16 with the 16-row serial split.
-    table = _tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
+    table = load_tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
                                              str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json"),
                                              str(b / "2026-11-27-h200-row-block-loop-peers.json"),
                                              str(b / "2026-11-28-h200-grid-cells-peers.json"),
@@ -95,7 +89,7 @@ def test_h200_grid_table_of_record():
 
 def test_grid_table_reproduces_the_run_before_the_1ms_samples():
     b = ROOT / "benchmarks"
-    table = _tool("record_grid").grid_table([str(b / "2026-11-26-h100-grid-6-shapes-pdl-peers.json"),
+    table = load_tool("record_grid").grid_table([str(b / "2026-11-26-h100-grid-6-shapes-pdl-peers.json"),
                                              str(b / "2026-11-26-h100-grid-m16-64-rule-peers.json")])
     assert "in 52 of 60 cells in both variants, 55 with zero points" in table
 
@@ -116,7 +110,7 @@ def test_grid_best_peer_rules(tmp_path):
         _rec(64, 128, 128, "cublas_fp16", 9.5), _rec(64, 128, 128, "machete[zp]", 12.0),
         # M = 256: our scale-only run is missing, so the cell is left out and counted as such.
         _rec(64, 128, 256, "mixgemm[zp]", 10.0), _rec(64, 128, 256, "machete[zp]", 12.0)]}))
-    table = _tool("record_grid").grid_table([str(run)])
+    table = load_tool("record_grid").grid_table([str(run)])
     assert "| 64x128 | 256 |" not in table and "Left out: 1 cell without" in table
     assert "| 64x128 | 64 | 10.00 | 10.50 | 10.20 Machete sym | 0.980 | **1.029** | `a` |" in table
     assert "| 64x128 | 128 | 10.00 | 9.00 | 9.50 cuBLAS fp16 | **1.053** | 0.947 | `b` |" in table
@@ -126,11 +120,11 @@ def test_grid_best_peer_rules(tmp_path):
     later.write_text(json.dumps({"results": [
         _rec(64, 128, 64, "mixgemm[zp]", 9.0, note="config=c"), _rec(64, 128, 64, "mixgemm[sym]", 9.0),
         _rec(64, 128, 64, "vllm_marlin[zp]", 9.0)]}))
-    table = _tool("record_grid").grid_table([str(run), str(later)])
+    table = load_tool("record_grid").grid_table([str(run), str(later)])
     assert "| 64x128 | 64 | 9.00 | 9.00 | 9.00 vLLM Marlin zp | 1.000 | 1.000 | `c` |" in table
     assert "in 1 of 2 cells in both variants" in table
     # FILE@M,...: only those rows of the file count; the others keep the earlier file's cell.
-    grid = _tool("record_grid").grid_table
+    grid = load_tool("record_grid").grid_table
     both = tmp_path / "both.json"
     both.write_text(json.dumps({"results": json.loads(later.read_text())["results"] + [
         _rec(64, 128, 128, "mixgemm[zp]", 1.0, note="config=d"), _rec(64, 128, 128, "mixgemm[sym]", 1.0),
@@ -150,7 +144,7 @@ def test_grid_best_peer_rules(tmp_path):
 
 
 def test_power_summary_per_call_cycles_and_energy():
-    probe = _tool("power_clock_probe")
+    probe = load_tool("power_clock_probe")
     cap = probe.THROTTLE_BITS["sw_power_cap"]
     # 1000 calls in 3000 ms: 3000 us a call; at 1300 MHz that is 3.9 M cycles; at 700 W, 2100 mJ.
     samples = [(1300, 690.0, cap), (1250, 700.0, cap), (1350, 710.0, 0)]
@@ -165,7 +159,7 @@ def test_power_summary_per_call_cycles_and_energy():
 
 
 def test_power_table_of_record():
-    probe = _tool("power_clock_probe")
+    probe = load_tool("power_clock_probe")
     rows = json.loads((ROOT / "benchmarks" / "2026-11-27-h100-power-clock-m4096.json").read_text())["results"]
     table = probe.report(rows)
     assert len(table.splitlines()) == 2 + 2 * 4  # two shapes, four peers
@@ -180,7 +174,7 @@ def test_the_multicast_rule_is_what_its_power_record_says():
     rows = json.loads((ROOT / "benchmarks" / "2026-11-27-h100-power-x-multicast.json").read_text())["results"]
     pair, single = (f"mixgemm[zp]@sm90_256x128x64_c1x{n}_coop_persistent" for n in (2, 1))
     ratios: dict = {}
-    for (K, N, M), peers in _tool("power_clock_probe").cell_means(rows).items():
+    for (K, N, M), peers in load_tool("power_clock_probe").cell_means(rows).items():
         base = peers.get(single) or ((K, N) != (4096, 11008) and peers.get("mixgemm[zp]"))
         if pair in peers and base:
             ratios.setdefault(M, []).append(peers[pair]["us_per_call"] / base["us_per_call"])
@@ -199,7 +193,7 @@ def test_the_multicast_rule_is_what_its_power_record_says():
 ])
 def test_power_probe_bad_arguments_name_the_argument(argv, message):
     with pytest.raises(SystemExit, match=message):
-        _tool("power_clock_probe").main(argv)
+        load_tool("power_clock_probe").main(argv)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -208,7 +202,7 @@ def test_power_probe_bad_arguments_name_the_argument(argv, message):
 ])
 def test_power_probe_parses_shapes_and_ms_as_the_bench_cli_does(argv, message, capsys):
     with pytest.raises(SystemExit):
-        _tool("power_clock_probe").main(argv)
+        load_tool("power_clock_probe").main(argv)
     assert message in capsys.readouterr().err
 
 

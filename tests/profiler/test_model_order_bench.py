@@ -5,21 +5,15 @@ harness lives outside the repository; the GPU run is the tool's job, not CI's)."
 from __future__ import annotations
 
 import functools
-import importlib.util
-import pathlib
-import sys
 import types
 
 import pytest
 import torch
 
 from mixgemm.bench import timing
+from tool_modules import load_tool
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]  # tests/profiler/ -> the repository root
-_spec = importlib.util.spec_from_file_location("model_order_bench", ROOT / "tools" / "model_order_bench.py")
-tool = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = tool
-_spec.loader.exec_module(tool)
+tool = load_tool("model_order_bench")
 
 
 def fake_harness():

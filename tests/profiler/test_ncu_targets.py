@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]  # tests/profiler/ -> the repository root
-_spec = importlib.util.spec_from_file_location("ncu_targets", ROOT / "tools" / "ncu_targets.py")
-tool = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tool)
+from tool_modules import load_tool
+
+tool = load_tool("ncu_targets")
 
 
 def test_defaults_and_a_peer():

@@ -3,22 +3,15 @@ sweep record from device runs), CPU only."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import random
 import re
 
 from sweep_records import skip_if_parked
+from tool_modules import load_tool
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _tool(name="sweep_summary"):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _row(M, peer, config, time_us, status="ok", K=4096, N=5120):
@@ -33,7 +26,7 @@ def test_auto_against_the_fastest_config_and_the_top_three():
     auto_us = times[pick] * rng.uniform(0.97, 1.03)  # auto times its pick in its own samples
     rows = [_row(144, "mixgemm", name, us) for name, us in times.items()]
     rows += [_row(144, "mixgemm:auto", pick, auto_us), _row(144, "mixgemm", "broken", 1.0, status="error")]
-    [line] = _tool().summary_lines(rows)
+    [line] = load_tool("sweep_summary").summary_lines(rows)
     best = min(times.values())
     ranked = sorted(times, key=times.get)
     assert line.startswith(f"4096x5120 M=144 sm90: auto {pick} {auto_us:.2f} us {auto_us / best:.3f} | fastest ")
@@ -45,7 +38,7 @@ def test_auto_against_the_fastest_config_and_the_top_three():
 def test_cells_are_kept_apart_and_a_missing_auto_row_is_said():
     rows = [_row(208, "mixgemm", "a", 20.0), _row(176, "mixgemm", "b", 30.0, N=2560),
             _row(176, "mixgemm:auto", "b", 31.5, N=2560)]
-    lines = _tool().summary_lines(rows)
+    lines = load_tool("sweep_summary").summary_lines(rows)
     assert lines == ["4096x2560 M=176 sm90: auto b 31.50 us 1.050 | fastest b 30.00 1.000",
                      "4096x5120 M=208 sm90: auto (no auto row) | fastest a 20.00 1.000"]
 
@@ -56,7 +49,7 @@ def test_a_sweep_of_record(tmp_path, capsys):
     record = ROOT / "benchmarks" / "2026-11-28-h100-sweep-tall-split-and-pingpong-fill.json"
     results = json.loads(record.read_text())["results"]
     cells = {(r["K"], r["N"], r["M"]) for r in results}
-    assert _tool().main([str(record)]) == 0
+    assert load_tool("sweep_summary").main([str(record)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == len(cells)
     # 8192x8192 M = 228: auto ran 128 x 128 stream-K, the fastest config's own row.
@@ -80,7 +73,7 @@ def test_a_record_from_device_sweeps(tmp_path):
         path.write_text(json.dumps({"meta": meta, "results": rows}))
         runs.append((path, rows))
     out = tmp_path / "record.json"
-    assert _tool("sweep_record").main([str(out), "two cells", *(str(p) for p, _ in runs)]) == 0
+    assert load_tool("sweep_record").main([str(out), "two cells", *(str(p) for p, _ in runs)]) == 0
     rec = json.loads(out.read_text())
     assert rec["note"] == "two cells" and rec["meta"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert rec["meta"]["argv"] == ["sweep --shape 4096x5120 --m 144 --no-plots",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pytest
 
 from mixgemm.bench import cli
 from mixgemm.packing import check_weight_shape
+from tool_modules import load_tool
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -28,15 +28,8 @@ def test_bench_moe_parses_without_a_gpu():
     assert args.command == "bench-moe" and args.models == "qwen3" and args.ms == "1,16"
 
 
-def _record_tool():
-    spec = importlib.util.spec_from_file_location("record_moe_tp", ROOT / "tools" / "record_moe_tp.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_moe_table_of_record():
-    table = _record_tool().moe_table([str(ROOT / "benchmarks" / "2026-11-26-h100-moe-sm90.json")])
+    table = load_tool("record_moe_tp").moe_table([str(ROOT / "benchmarks" / "2026-11-26-h100-moe-sm90.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 3 * 8  # three models, eight token counts
     assert "| sm80 layout |" in table.splitlines()[0]  # the run with the sm80-layout peer gets its column
@@ -49,7 +42,7 @@ def test_tp_table_of_record():
     floors = ",".join(str(b / f) for f in ("2026-11-26-h100-tp-shards-floor.json",
                                            "2026-11-27-h100-m8-16-read-floor-design.json",
                                            "2026-11-27-h100-m8-16-read-floor-tp.json"))
-    table = _record_tool().tp_table(floors,
+    table = load_tool("record_moe_tp").tp_table(floors,
                                     [str(b / "2026-11-26-h100-tp-shards-partial-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-pdl-peers.json"),
@@ -90,7 +83,7 @@ def test_tp_table_of_record():
     assert "| 4096x4096 |" not in table  # a peers run and the later floor file hold DESIGN shapes too: no shards
     assert table in (ROOT / "BENCHMARKS.md").read_text()
     # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
-    first = _record_tool().tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
+    first = load_tool("record_moe_tp").tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
                                     [str(b / "2026-11-26-h100-tp-shards-tp2-tp4.json"),
                                      str(b / "2026-11-26-h100-tp-shards-tp8.json")])
     assert "in 33 of 56 cells" in first
@@ -107,13 +100,13 @@ def test_h200_tp_table_of_record():
                                                           "2026-11-27-h200-tp-8192x7168-m128-1024-peers.json",
                                                           "2026-11-27-h200-tp-narrow-uneven-split-peers.json",
                                                           "2026-11-27-h200-tp-narrow-split-6-above-128-rows-peers.json")]
-    assert "in 80 of 96 cells" in _record_tool().tp_table("-", runs)
+    assert "in 80 of 96 cells" in load_tool("record_moe_tp").tp_table("-", runs)
     serial_split = str(ROOT / "benchmarks" / "2026-11-28-h200-m16-serial-split-tp-peers.json")
-    table = _record_tool().tp_table("-", runs + [serial_split])
+    table = load_tool("record_moe_tp").tp_table("-", runs + [serial_split])
     assert "in 82 of 96 cells" in table
     assert "| 2048x8192 | 16 | 7.6 | 8.1 ist_marlin[sym] | 0.937 | - |" in table  # from the fifth
     # The sixth: 1024x8192 M = 16 with the short-K rule's two splits (stream-K 0.936x in the first file).
-    table = _record_tool().tp_table("-", runs + [serial_split,
+    table = load_tool("record_moe_tp").tp_table("-", runs + [serial_split,
                                                  str(ROOT / "benchmarks" / "2026-11-28-h200-m16-short-k-tp-peers.json")])
     assert "in 82 of 96 cells" in table
     assert "| 1024x8192 | 16 | 5.8 | 6.6 ist_marlin[sym] | 0.881 | - |" in table
@@ -140,7 +133,7 @@ def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
     summary = tmp_path / "summary.json"  # a later run's printed summary of another cell
     summary.write_text(json.dumps({"rows": [
         {"K": 64, "N": 128, "M": 16, "mixgemm_zp_us": 6.0, "best_peer": "ist_marlin[sym]", "best_peer_us": 5.0}]}))
-    table = _record_tool().tp_table(str(floor), [str(runs), str(summary)])
+    table = load_tool("record_moe_tp").tp_table(str(floor), [str(runs), str(summary)])
     assert "| 64x128 | 1 | 4.0 | 5.0 machete[zp] | 0.800 | 1.50x |" in table
     assert "| 64x128 | 16 | 6.0 | 5.0 ist_marlin[sym] | 1.200 **behind** | - |" in table
     assert "in 1 of 2 cells" in table and "256x128" not in table
@@ -148,7 +141,7 @@ def test_tp_table_reads_summary_rows_and_skips_our_other_variant(tmp_path):
     later = tmp_path / "later.json"
     later.write_text(json.dumps({"rows": [
         {"K": 64, "N": 128, "M": 1, "mixgemm_zp_us": 4.5, "best_peer": "gemlite[zp]", "best_peer_us": 6.0}]}))
-    table = _record_tool().tp_table(str(floor), [str(runs), str(summary), str(later)])
+    table = load_tool("record_moe_tp").tp_table(str(floor), [str(runs), str(summary), str(later)])
     assert "| 64x128 | 1 | 4.5 | 6.0 gemlite[zp] | 0.750 | 1.50x |" in table
 
 
