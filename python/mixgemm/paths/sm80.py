@@ -162,9 +162,10 @@ _STREAM_K_MAX_M = 256
 # GEMM) before. A split of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100
 # (8192x14336 M = 16, 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles
 # than SMs) the grid is too small or too crowded, and stream-K spreads the k-tiles better (2048x8192 at M = 32;
-# 1024x8192 see below), except for 16 x 128 tiles on a short K (_SHORT_K_TILES below). 32 x 128 keeps the rule to M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits
-# took 1.08x / 1.09x the best config (16 splits: see the narrow weights below) and 0.78x the sm90 GEMM's time, on
-# both GPUs (before the sm90 GEMM's dependent launch; after it 16 splits took 0.98x, dispatch.py).
+# 1024x8192 see below), except for 16 x 128 tiles on a short K (_SHORT_K_TILES below). 32 x 128 keeps the rule to
+# M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits took 1.08x / 1.09x the best config (16 splits: see the
+# narrow weights below) and 0.78x the sm90 GEMM's time, on both GPUs (before the sm90 GEMM's dependent launch; after
+# it 16 splits took 0.98x, dispatch.py).
 _SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
 _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, stream-K unless the split is serial (below)
 _SPLIT_K_MIN_K_TILES = 12
@@ -183,9 +184,8 @@ _SPLIT_K_MIN_SPLITS = 4
 # Where K is too short for 4 serial splits of 8 k-tiles (under 32 k-tiles: K < 2048) the 16 x 128 tiles of a grid
 # of 32 or more split serially into the most splits that keep the grid within one wave (tiles x splits <= SMs, each
 # split at least 3 k-tiles), and run unsplit where even 2 splits would pass one wave (more than half a wave of
-# tiles; 64 tiles split 2 and 80 unsplit were timed, none between): stream-K's
-# blocks there get 8 k-tiles or fewer and a fixup each, which a k-loop this short does not repay, and a second wave
-# of splits only adds partial sums. In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this
+# tiles; 64 tiles split 2 and 80 unsplit were timed, none between): stream-K's blocks there get 8 k-tiles or fewer
+# and a fixup each, which a k-loop this short does not repay, and a second wave of splits only adds partial sums. In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this
 # pick was the fastest config on all ten H200 shapes with K = 1024-1792: 1024x4096, 1536x4096 and 1792x4096
 # (32 tiles: 4 splits of 4-7 k-tiles), 1024x5120, 1024x6144, 1024x8192 and 1536x8192 (2 splits), 1024x10240,
 # 1024x14336 and 1024x28672 (unsplit); and on the five of them timed on the H100 (1024x4096, 1024x8192, 1536x8192,
@@ -195,9 +195,10 @@ _SPLIT_K_MIN_SPLITS = 4
 # 8 k-tiles: unsplit 4.23 / 4.25 us on the H100 / H200, 2 splits of 4 k-tiles 5.03 / 4.83, stream-K over 132 blocks
 # 5.23 on the H100), while 768x4096 (12 k-tiles) took 4 splits of 3 k-tiles fastest on both GPUs (unsplit 1.038x /
 # 1.101x, 2 splits 1.024x / 1.075x); both shapes swept after the rule was read off the ten, and the floor of 12 and
-# the 3 k-tiles a split read off them. Out of sample on the H200 (640x8192, 768x6144, 768x8192, 768x10240, 896x4096) the pick was within 1.9% of
-# the fastest (docs/perf-notes/2026-11-28-16-row-short-k-one-wave.md). At 132 SMs the floor of 12 k-tiles and the
-# 32 tiles already give every split 3 k-tiles (4 splits at most); the bound holds the rule on a GPU of more SMs.
+# the 3 k-tiles a split read off them. Out of sample on the H200 (640x8192, 768x6144, 768x8192, 768x10240,
+# 896x4096) the pick was within 1.9% of the fastest (docs/perf-notes/2026-11-28-16-row-short-k-one-wave.md). At 132
+# SMs the floor of 12 k-tiles and the 32 tiles already give every split 3 k-tiles (4 splits at most); the bound holds
+# the rule on a GPU of more SMs.
 # Grids of under 32 tiles keep stream-K (the serial sum's bound; untimed here).
 _SHORT_K_TILES = _SPLIT_K_MIN_SPLITS * _SERIAL_MIN_K_TILES
 _SHORT_K_SPLIT_FROM_K_TILES = 12
