@@ -1,9 +1,10 @@
 """The GEMMs as a decoder layer runs them: each call preceded by the elementwise kernel that writes its input.
 
 The peers harness times one GEMM back to back, so each call's launch and prologue overlap the previous GEMM's
-tail; the sm90 path, launched as a programmatic dependent, even runs its prologue (barrier setup, descriptor
-prefetch) under it. In a model the kernel before a projection is a short memory-bound one (the residual add and
-norm before QKV / gate-up, the activation before down). Here every call is `x = h + r` (one elementwise kernel
+tail; the paths launched as programmatic dependents (decode, sm90, the sm80 path's 16- and 32-row tiles) even run
+their prologue (the sm90 path's barrier setup and descriptor prefetch, the others' weight prefetch) under it. In a
+model the kernel before a projection is a short memory-bound one (the residual add and norm before QKV / gate-up,
+the activation before down). Here every call is `x = h + r` (one elementwise kernel
 writing the GEMM's [M, K] input) and then the GEMM on x; what the GEMM adds to the layer is the pair's time less
 the elementwise kernel's time alone (mixgemm.bench.timing.time_after_elementwise). Both are timed under mixgemm's
 protocol (L2-rotated weight copies, one CUDA graph per sample), with CALLS_PER_SAMPLE calls per sample, in rounds

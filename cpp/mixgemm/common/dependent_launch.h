@@ -1,6 +1,6 @@
 // The launch, and the kernel-side wait, of the kernels that start as programmatic dependents (the decode
-// kernel, decode/launch.cuh, and the read_floor peer, which is timed beside it and must start the
-// same way).
+// kernel, decode/launch.cuh; the sm80 path's 16- and 32-row tiles, sm80/launch.cuh; and the read_floor peer, which is
+// timed beside them and must start the same way).
 //
 // From compute capability 9.0 on, such a launch lets the grid start while the kernel before it on the
 // stream still runs; the kernel itself must execute griddepcontrol.wait before it touches anything that
@@ -28,14 +28,15 @@ __device__ __forceinline__ void release_dependents_then_wait() {
 #endif
 }
 
-// Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent where the current
-// device allows it. Throws std::runtime_error naming `name` on a failed launch.
+// Launches kernel<<<grid, block, shared_bytes, stream>>>(args...), as a programmatic dependent where the
+// current device allows it. Throws std::runtime_error naming `name` on a failed launch.
 template <typename... Params, typename... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, const char* name,
-                      Args&&... args) {
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                      const char* name, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute dependent;
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -23,6 +23,12 @@ const DeviceInfo& current_device_info() {
     check_cuda(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
     check_cuda(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device),
                "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&info.shared_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+               "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&info.shared_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+               "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&info.reserved_shared_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device),
+               "cudaDeviceGetAttribute");
   });
   return info;
 }

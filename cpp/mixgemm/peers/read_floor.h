@@ -18,8 +18,8 @@ struct ReadBuffer {
 };
 
 // Reads every byte of up to kMaxReadBuffers buffers once (16-byte loads, no L1 allocation), on `stream`.
-// On compute capability 9.0 and later it launches as a programmatic dependent, as the decode kernel does,
-// so both overlap the kernel before them on the stream alike.
+// On compute capability 9.0 and later it launches as a programmatic dependent, as the decode kernel and the sm80
+// path's small tiles do, so all of them overlap the kernel before them on the stream alike.
 //
 // So that what it reads can be checked, and no load can be compiled away, each block writes the xor of
 // the 32-bit words it read to folded[block]: the xor of folded's kReadFloorMaxBlocks entries is the xor of

@@ -5,10 +5,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
+#include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/core/check.h"
+#include "mixgemm/core/device_info.h"
 #include "mixgemm/sm80/config.h"
 #include "mixgemm/sm80/kernel/gemm_mixed.cuh"
 
@@ -30,22 +33,61 @@ void opt_in_shared_memory(Kernel* kernel_fn, int bytes, std::atomic<uint64_t>& o
   }
 }
 
+// The shared memory a block of a dependent grid of `blocks` asks for: at least its own `bytes`, and enough that an
+// SM admits no more of its blocks than the grid spreads over each, ceil(blocks / SMs).
+//
+// Why: a dependent grid's blocks are placed when the kernel before it releases them, into whatever slots are free
+// at that moment, not spread SM by SM as an ordinary launch onto an idle GPU places them. With free slots to spare
+// (a 16-row tile admits 4 blocks per SM by its registers; a grid of 128 blocks uses one) the placement piled
+// several blocks on some SMs and none on others, and the next GEMM of a back-to-back chain took up to 1.7x its
+// ordinary time (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md). Admitting only the grid's share,
+// the next grid's blocks can land only in the slots ours leave, one for one on the same SMs. (Launched
+// ordinarily onto an idle GPU, such a grid spreads the same way: the share changes nothing there.)
+// `static_bytes`: the kernel's own __shared__ variables, which count against both bounds.
+inline int dependent_shared_bytes(int64_t blocks, int bytes, int static_bytes, const DeviceInfo& device) {
+  const int64_t per_sm = std::max<int64_t>(1, (blocks + device.sm_count - 1) / device.sm_count);
+  const int64_t share = device.shared_per_sm / per_sm - device.reserved_shared_per_block - static_bytes;
+  return static_cast<int>(
+      std::min<int64_t>(std::max<int64_t>(bytes, share), device.shared_per_block_optin - static_bytes));
+}
+
+// A kernel's static shared memory (its __shared__ variables), read once.
+template <typename Kernel>
+int static_shared_bytes(Kernel* kernel_fn) {
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, kernel_fn), "cudaFuncGetAttributes");
+  return static_cast<int>(attributes.sharedSizeBytes);
+}
+
 // One tile config of one key, walked by `Schedule` (kernel::DataParallel or kernel::StreamK).
 template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN, int WarpM, int WarpN, int Stages,
           typename Schedule>
 void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
   using Loop = threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>;
   auto* kernel_fn = kernel::gemm_mixed_kernel<Loop, Schedule>;
+  constexpr bool kDependent = kernel::kStartsAsDependent<Loop>;  // kernel/dependent_start.cuh
+  const DeviceInfo& device = current_device_info();
+  // Not the parallel split: back to back its GEMM follows the reduction kernel before it, an ordinary launch that
+  // never releases it early, so a dependent launch would only add its cost (1.01x-1.02x the ordinary time).
+  const bool dependent = kDependent && device.major >= 9 && args.mode != SplitKMode::kParallel;
+  static const int static_bytes = kDependent ? static_shared_bytes(kernel_fn) : 0;
   static std::atomic<uint64_t> opted_in{};
-  opt_in_shared_memory(kernel_fn, Loop::kSharedBytes, opted_in);
+  opt_in_shared_memory(kernel_fn, kDependent ? device.shared_per_block_optin - static_bytes : Loop::kSharedBytes,
+                       opted_in);
 
   kernel::KernelParams<Schedule> params{
       {args.A, args.B, args.scales, args.offsets, args.bias, args.D, args.M, args.N, args.K, args.group_size},
       {args.workspace, args.semaphores},
       Schedule::params(args, TileM, TileN)};
   const dim3 grid = Schedule::grid(args, params.schedule, TileM, TileN);
-  kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
-  check_launch("gemm_mixed_kernel");
+  if (dependent) {
+    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+    const int shared_bytes = dependent_shared_bytes(blocks, Loop::kSharedBytes, static_bytes, device);
+    launch_dependent(kernel_fn, grid, dim3(Loop::kThreads), shared_bytes, stream, "gemm_mixed_kernel", params);
+  } else {
+    kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
+    check_launch("gemm_mixed_kernel");
+  }
   Schedule::template after_kernel<T>(args, stream);
 }
 

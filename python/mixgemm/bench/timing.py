@@ -222,9 +222,10 @@ def time_after_elementwise(
     """Times the closures as a model runs them: each after an ordinary elementwise kernel that writes their input
     ``x`` (``x = h + r``, leaving its values as they are), less that kernel timed alone under the same protocol.
 
-    Back to back, a GEMM launched as a programmatic dependent (the sm90 path) starts under the previous call's
-    tail and hides its own launch and prologue; in a model the kernel before a projection is a norm, an activation
-    or attention, which does not let it (docs/perf-notes/2026-11-26-model-order.md). The result's samples are the
+    Back to back, a GEMM launched as a programmatic dependent (the decode and sm90 paths, the sm80 path's small
+    tiles) starts under the previous call's tail and hides its own launch and prologue; in a model the kernel before
+    a projection is a norm, an activation or attention, which does not let it unless it releases its dependents
+    early (docs/perf-notes/2026-11-26-model-order.md). The result's samples are the
     pair's less the elementwise kernel's median; its note says how much was taken off. ``copies`` as for
     :func:`time_fn` (calls per sample, cycling through the closures; by default as many as the pairs' sample takes
     to last :data:`MIN_SAMPLE_US`); the kernel alone is timed over as many calls as the pairs were, so the share of

@@ -21,6 +21,7 @@
 
 #include "mixgemm/core/check.h"
 #include "mixgemm/sm80/config.h"
+#include "mixgemm/sm80/kernel/dependent_start.cuh"
 #include "mixgemm/sm80/kernel/kernel_params.h"
 #include "mixgemm/sm80/kernel/splitk_reduce.cuh"
 #include "mixgemm/sm80/kernel/tile_output.cuh"
@@ -78,6 +79,7 @@ struct DataParallel {
     const int kt_end = min(kt_begin + params.schedule.k_tiles_per_split, k_tiles);
     const int num_tiles = kt_end - kt_begin;  // may be 0 for a trailing split; it still takes part below
 
+    start_as_dependent<Loop>(out.mainloop_problem(), kt_begin, num_tiles);
     typename Out::Acc acc;
     Out::zero_accumulators(acc);
     typename Loop::Pipeline pipe = Loop::start_pipeline();

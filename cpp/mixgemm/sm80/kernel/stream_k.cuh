@@ -12,6 +12,7 @@
 
 #include "mixgemm/core/check.h"
 #include "mixgemm/sm80/config.h"
+#include "mixgemm/sm80/kernel/dependent_start.cuh"
 #include "mixgemm/sm80/kernel/kernel_params.h"
 #include "mixgemm/sm80/kernel/stream_k_partition.h"
 #include "mixgemm/sm80/kernel/tile_output.cuh"
@@ -55,6 +56,11 @@ struct StreamK {
         static_cast<int>(stream_k_units(problem.M, problem.N, Loop::kTileM, Loop::kTileN, partition.k_tiles));
     const int begin = blockIdx.x * partition.units_per_block;
     const int end = min(begin + partition.units_per_block, units);
+    {  // the first segment's k-tiles (a block past the last unit has none)
+      const int tile = begin / partition.k_tiles, kt = begin - tile * partition.k_tiles;
+      const Out first{problem, (tile % tiles_m) * Loop::kTileM, (tile / tiles_m) * Loop::kTileN};
+      start_as_dependent<Loop>(first.mainloop_problem(), kt, min(partition.k_tiles - kt, end - begin));
+    }
     typename Loop::Pipeline pipe = Loop::start_pipeline();
     for (int unit = begin; unit < end;) {
       const int tile = unit / partition.k_tiles;

@@ -30,6 +30,7 @@ struct Mainloop {
   static constexpr int kTileN = TileN;
   static constexpr int kWarpsM = TileM / WarpM;
   static constexpr int kWarpsN = TileN / WarpN;
+  static constexpr int kStages = Stages;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   // Residency target for the register allocator. Decode tiles (16 rows) are bandwidth bound and want
   // many threadblocks in flight: 4 per SM caps them at 65536 / (4 x 128) = 128 registers per thread

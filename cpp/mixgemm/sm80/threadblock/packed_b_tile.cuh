@@ -21,6 +21,7 @@
 
 #include "mixgemm/common/shared_address.cuh"
 #include "mixgemm/core/kernel_key.h"
+#include "mixgemm/layout/fragments.cuh"
 #include "mixgemm/layout/geometry.h"
 
 namespace mixgemm::sm80::threadblock {
@@ -82,6 +83,13 @@ class RunCopies {
       cp_async_16(stage_b + (threadIdx.x + j * Threads) * kChunkBytes, src_ + offset_[j]);
   }
 
+  // Asks L2 for the lines of this thread's copies of the current k-tile, copying nothing (the kernel's start as a
+  // programmatic dependent, kernel/dependent_start.cuh).
+  __device__ void prefetch() const {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) layout::prefetch_l2(src_ + offset_[j]);
+  }
+
   // This thread's copy 0 of the current k-tile. When copy 0 lies past the weight's last column, so do all
   // the thread's copies (their runs and chunks only grow with j); the layout then points it at the tile's
   // first column instead, which is inside the weight for every k-tile.
@@ -135,6 +143,12 @@ class PackedBTile<WeightLayout::kSm80, Bits, TileN, Threads> : public Sm80Copies
   __device__ void load(uint32_t stage_b) {
     this->copy(stage_b);
     this->src_ += kRunChunks;  // the strip's next four slabs follow its current ones
+  }
+
+  // As load(), asking L2 for the lines instead of copying them.
+  __device__ void prefetch_next() {
+    this->prefetch();
+    this->src_ += kRunChunks;
   }
 
   // A lane's words of blocks first_block .. first_block + kBlocks - 1 (16 columns each) of a slab are read
@@ -207,6 +221,12 @@ class PackedBTile<WeightLayout::kSm90, Bits, TileN, Threads> : public Sm90Copies
   __device__ void load(uint32_t stage_b) {
     this->copy(stage_b);
     this->src_ += kSlabs * this->run_step_;  // the k-tile's four slab rows, then the next k-tile's
+  }
+
+  // As load(), asking L2 for the lines instead of copying them.
+  __device__ void prefetch_next() {
+    this->prefetch();
+    this->src_ += kSlabs * this->run_step_;
   }
 
   template <int kBlocks>

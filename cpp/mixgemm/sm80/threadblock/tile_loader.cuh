@@ -118,20 +118,35 @@ class TileLoader {
     b_.load(stage + Layout::kABytes);
     if (threadIdx.x < kQuantChunks) {
       cp_async_16(stage + q_dst_, q_src_);
-      // The next k-tile's half is 2 rows of 32 further on: at most two group boundaries (group size 32).
-      q_rem_ += kTileK / kQuantK;
-#pragma unroll
-      for (int step = 0; step < kTileK / kQuantK; ++step) {
-        if (q_rem_ >= k32_per_group_) {
-          q_rem_ -= k32_per_group_;
-          q_src_ += q_N_;
-        }
-      }
+      step_quant();
+    }
+    a_src_ += kTileK;
+  }
+
+  // As load(), for the weight, scale and offset lines only, asking L2 for them instead of copying them. A is left
+  // alone: the kernel before this one may still be writing it (kernel/dependent_start.cuh).
+  __device__ void prefetch_next() {
+    b_.prefetch_next();
+    if (threadIdx.x < kQuantChunks) {
+      layout::prefetch_l2(q_src_);
+      step_quant();
     }
     a_src_ += kTileK;
   }
 
  private:
+  // The next k-tile's half is 2 rows of 32 further on: at most two group boundaries (group size 32).
+  __device__ void step_quant() {
+    q_rem_ += kTileK / kQuantK;
+#pragma unroll
+    for (int step = 0; step < kTileK / kQuantK; ++step) {
+      if (q_rem_ >= k32_per_group_) {
+        q_rem_ -= k32_per_group_;
+        q_src_ += q_N_;
+      }
+    }
+  }
+
   const T* a_src_;             // copy 0 of the current k-tile
   int a_offset_[kAPerThread];  // elements from copy 0 to copy j
   int a_dst_;

@@ -1,0 +1,151 @@
+"""The sm80 path's small tiles as programmatic dependents (cpp/mixgemm/sm80/kernel/dependent_start.cuh): from
+compute capability 9.0 the 16- and 32-row tiles, every split but the parallel one, launch so that a GEMM's blocks
+may be placed while the kernel before it on the stream finishes; they ask L2 for their first weight lines, then wait
+(griddepcontrol.wait) before they touch x, the output or the split-K slots and semaphores. The launcher gives each
+block the SM's share of shared memory for its grid (sm80/launch.cuh), so a grid of few blocks admits few per SM.
+
+These tests put GEMMs back to back on one stream, with no synchronisation and no other kernel in between, each
+reading the previous one's output, on both weight layouts: a load before the wait would read the NaN its input was
+allocated over, or stale values; a semaphore read early would hang or sum partials too soon. The same chains run
+where the launch is an ordinary one (before 9.0) and must pass there too. Tolerances as in test_sm80_gpu.py
+(gpu_helpers.MODEL_TOL, MATH_TOL), each output against float64 with its actual input.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mixgemm
+from mixgemm.layouts.sm80 import dequantize_packed_reference
+from gpu_helpers import (check_model_and_math, poison_allocator, random_activations, random_int_checkpoint,
+                         sm90_layout_terms)
+
+pytestmark = pytest.mark.gpu
+
+K = N = 1024  # a chain needs K == N: 16 k-tiles of 64, 8 column tiles of 128
+G = 128
+LINKS = 4  # GEMMs per chain
+DEPENDENT_MAX_TILE_M = 32  # kStartsAsDependent in dependent_start.cuh
+# Every split mode; the parallel split launches ordinarily, and runs here after and before the dependent ones.
+SPLITS = ((1, "none"), (3, "serial"), (2, "parallel"), (5, "streamk"))
+
+
+def _require_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+
+
+def _small_tile_configs(layout):
+    """The compiled sm80 configs of the tiles that start as dependents on `layout`'s weights, in every split."""
+    configs = [c for c in mixgemm.compiled_configs(torch.float16, 4, path="sm80", layout=layout)
+               if c.tile_m <= DEPENDENT_MAX_TILE_M]
+    return [c.with_split_k(k, mode) for c in configs for k, mode in SPLITS]
+
+
+def _model_weight(packed):
+    """The kernels' model of a weight: codes * scale + offset, rounded once to fp16, in float64."""
+    if packed.layout == "sm90":
+        signed, s, o = sm90_layout_terms(packed)
+        return (signed * s + o).to(torch.float16).double()
+    return dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, G,
+                                       torch.float64).to(torch.float16).double()
+
+
+def _weight(layout):
+    """A random AWQ checkpoint with zero points prepacked to `layout`, the kernels' model of it and the
+    mathematical weight."""
+    args, keywords, math_w = random_int_checkpoint(K, N, G, torch.float16, 4, True)
+    packed = mixgemm.prepack(*args, **keywords, layout=layout)
+    return packed, _model_weight(packed), math_w
+
+
+def _chain(weights, x, configs):
+    """y_i = y_(i-1) @ W_i, the i-th call with configs[i % len(configs)], back to back: the outputs' NaN blocks are
+    filled first, all at once (a fill before each call would be the kernel each GEMM follows)."""
+    poison_allocator(x.shape[0] * N * 2, blocks=len(weights))
+    outs = []
+    for i, (packed, _, _) in enumerate(weights):
+        x = mixgemm.gemm(x, packed, config=configs[i % len(configs)])
+        outs.append(x)
+    return outs
+
+
+def _check_chain(x, outs, weights, configs):
+    for i, (inp, out, (_, model_w, math_w)) in enumerate(zip([x] + outs[:-1], outs, weights)):
+        assert torch.isfinite(inp).all() and inp.abs().max() < 6e4, "the chain left fp16 range"
+        check_model_and_math(out, inp, None, model_w, math_w, torch.float16,
+                             f"link {i}: {configs[i % len(configs)].name}")
+
+
+def _windows(configs, length):
+    """Runs of `length` consecutive configs, each starting at the previous one's last: every config runs after a
+    different one (a split of the same tile, or the next tile)."""
+    return [configs[i:i + length] for i in range(0, max(len(configs) - 1, 1), length - 1)]
+
+
+@pytest.mark.parametrize("M", [9, 16, 32])
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_each_call_reads_the_previous_calls_output(layout, M):
+    """One chain per config (the same kernel back to back), then chains of consecutive configs; at M <= 16 also
+    after and before the decode path's kernels, the other dependents of these rows."""
+    _require_gpu()
+    configs = _small_tile_configs(layout)
+    if not configs:
+        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
+    torch.manual_seed(M + (layout == "sm90"))
+    weights = [_weight(layout) for _ in range(LINKS)]
+    x = random_activations(M, K, torch.float16) * 0.25  # |y| grows 2-3x per link at K = 1024
+    decode = [c for c in mixgemm.compiled_configs(torch.float16, 4, path="decode", layout=layout) if c.rows >= M]
+    mixed = [c for i, tile in enumerate(configs) for c in (tile, decode[i % len(decode)])] if decode else configs
+    for chain_configs in [[c] for c in configs] + _windows(mixed, LINKS):
+        outs = _chain(weights, x, chain_configs)
+        torch.cuda.synchronize()
+        _check_chain(x, outs, weights, chain_configs)
+
+
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_first_call_after_prepack_reads_the_new_weight(layout):
+    """prepack's last kernel writes the weight just before the GEMM that reads it, whose blocks may ask L2 for its
+    lines before that kernel ends (a prefetch, never a read into the SM)."""
+    _require_gpu()
+    configs = _small_tile_configs(layout)
+    if not configs:
+        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
+    x = random_activations(16, K, torch.float16)
+    for i, config in enumerate(configs):
+        torch.manual_seed(i)
+        args, keywords, math_w = random_int_checkpoint(K, N, G, torch.float16, 4, True)
+        model_w = _model_weight(mixgemm.prepack(*args, **keywords, layout=layout))
+        poison_allocator(K * N // 2, blocks=8)  # the new weight's buffers and the output in NaN
+        packed = mixgemm.prepack(*args, **keywords, layout=layout)
+        out = mixgemm.gemm(x, packed, config=config)
+        check_model_and_math(out, x, None, model_w, math_w, torch.float16, config.name)
+
+
+@pytest.mark.parametrize("layout", ["sm80", "sm90"])
+def test_chain_in_a_cuda_graph(layout):
+    """Captured, the launches become programmatic graph edges: each replay, with fresh x, matches eager bit for bit
+    (every split here sums in a fixed order). One graph per run of consecutive configs."""
+    _require_gpu()
+    configs = _small_tile_configs(layout)
+    if not configs:
+        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
+    torch.manual_seed(3)
+    links = 6
+    weights = [_weight(layout) for _ in range(links)]
+    for chain_configs in _windows(configs, links):
+        static_x = random_activations(16, K, torch.float16) * 0.25
+        _chain(weights, static_x, chain_configs)  # warm-up outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_outs = _chain(weights, static_x, chain_configs)
+        for _ in range(2):
+            static_x.copy_(random_activations(16, K, torch.float16) * 0.25)
+            graph.replay()
+            eager = _chain(weights, static_x, chain_configs)
+            torch.cuda.synchronize()
+            _check_chain(static_x, static_outs, weights, chain_configs)
+            for got, want in zip(static_outs, eager):
+                assert torch.equal(got, want)
