@@ -39,13 +39,19 @@ def test_grid_table_of_record():
     sixth = fifth + [str(b / "2026-11-27-h100-row-block-loop-peers.json") + "@512"]
     assert "in 58 of 60 cells in both variants, 60 with zero points" in grid(sixth)
     # Then 4096x4096 M = 16 with the 16-row tiles split serially below 32 Mi elements (stream-K 0.918x before).
-    table = grid(sixth + [str(b / "2026-11-28-h100-m16-serial-split-grid-peers.json")])
+    seventh = sixth + [str(b / "2026-11-28-h100-m16-serial-split-grid-peers.json")]
+    assert "| 4096x4096 | 16 | 8.20 | 8.20 | 9.43 vLLM Marlin zp | 0.869 | 0.869 | `16x128x64_w16x32x64_s4_k8s` |" in (
+        grid(seventh))
+    # Then every shape at M = 16 with the 16- and 32-row tiles starting as programmatic dependents (8192x28672's
+    # 16 x 256 parallel split still launched ordinarily).
+    table = grid(seventh + [str(b / "2026-11-28-h100-sm80-dependent-start-grid-peers.json")])
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
     assert len(rows) == 6 * 10  # six shapes, ten M values
     assert "in 58 of 60 cells in both variants, 60 with zero points" in table
-    assert "| 4096x4096 | 16 | 8.20 | 8.20 | 9.43 vLLM Marlin zp | 0.869 | 0.869 | `16x128x64_w16x32x64_s4_k8s` |" in table
+    assert "| 4096x4096 | 16 | 6.97 | 6.93 | 9.41 vLLM Marlin sym | 0.740 | 0.737 | `16x128x64_w16x32x64_s4_k8s` |" in table
     assert "| 11008x4096 | 512 | 63.17 | 63.17 | 65.39 cuBLAS fp16 | 0.966 | 0.966 |" in table
-    assert "| 8192x8192 | 16 | 17.30 | 17.29 | 17.85 Marlin sym | 0.970 | 0.969 | `16x128x64_w16x32x64_s4_k4s` |" in table
+    assert "| 8192x8192 | 16 | 16.23 | 16.16 | 17.84 Marlin sym | 0.910 | 0.906 | `16x128x64_w16x32x64_s4_k4s` |" in table
+    assert "| 8192x28672 | 16 | 50.79 | 50.90 | 52.75 Machete sym | 0.963 | 0.965 | `16x256x64_w16x64x64_s3_k2p` |" in table
     assert "| 4096x11008 | 256 | 37.92 | 37.82 | 38.97 cuBLAS fp16 | 0.973 | 0.971 |" in table
     m4096 = [row for row in rows if "| 4096 |" in row]
     assert len(m4096) == 6 and all("c1x2" in row for row in m4096)  # auto's config at M = 4096: the pair

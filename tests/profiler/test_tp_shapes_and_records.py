@@ -42,8 +42,7 @@ def test_tp_table_of_record():
     floors = ",".join(str(b / f) for f in ("2026-11-26-h100-tp-shards-floor.json",
                                            "2026-11-27-h100-m8-16-read-floor-design.json",
                                            "2026-11-27-h100-m8-16-read-floor-tp.json"))
-    table = load_tool("record_moe_tp").tp_table(floors,
-                                    [str(b / "2026-11-26-h100-tp-shards-partial-peers.json"),
+    peers = [str(b / "2026-11-26-h100-tp-shards-partial-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-peers.json"),
                                      str(b / "2026-11-26-h100-tp-shards-pdl-peers.json"),
                                      str(b / "2026-11-26-h100-tp-m16-64-rule-peers.json"),
@@ -59,7 +58,8 @@ def test_tp_table_of_record():
                                      str(b / "2026-11-27-h100-tp-narrow-uneven-split-peers.json"),
                                      str(b / "2026-11-27-h100-tp-narrow-split-6-above-128-rows-peers.json"),
                                      str(b / "2026-11-28-h100-m16-serial-split-tp-peers.json"),
-                                     str(b / "2026-11-28-h100-m16-short-k-peers.json")])
+                                     str(b / "2026-11-28-h100-m16-short-k-peers.json")]
+    table = load_tool("record_moe_tp").tp_table(floors, peers)
     assert "in 90 of 96 cells" in table
     # The last two runs re-timed M = 16: 2048x8192 and 3584x8192 split serially below 32 Mi elements (1.022x / 1.014x
     # the original Marlin with stream-K before), then 1024x8192 split within one wave (short K; stream-K 0.921x on 2026-11-27,
@@ -81,6 +81,22 @@ def test_tp_table_of_record():
     # A run before re-timed four shards at M = 1024 on the multicast pair, beside cuBLAS and Machete.
     assert "| 4096x8192 | 1024 | 91.5 | 92.5 cublas_fp16 | 0.989 | - |" in table
     assert "| 4096x4096 |" not in table  # a peers run and the later floor file hold DESIGN shapes too: no shards
+    # Then the 16- and 32-row tiles as programmatic dependents: three shards at M = 16 and 32 beside the peers (and
+    # 8192x28672 M = 16 from the grid file of the same call), and every shard's M = 16 read floor from that call (the
+    # design file: 8192x28672).
+    floors += "," + ",".join(str(b / f) for f in ("2026-11-28-h100-m8-16-read-floor-dependent-start-design.json",
+                                                  "2026-11-28-h100-m16-read-floor-dependent-start-tp.json"))
+    dependent_start = [str(b / f"2026-11-28-h100-sm80-dependent-start-{run}-peers.json") for run in ("grid", "tp")]
+    table = load_tool("record_moe_tp").tp_table(floors, peers + dependent_start)
+    assert "in 91 of 96 cells" in table
+    assert "| 1024x8192 | 16 | 4.9 | 6.7 ist_marlin[sym] | 0.734 | 1.49x |" in table
+    assert "| 1024x8192 | 32 | 5.4 | 6.5 vllm_marlin[sym] | 0.829 | - |" in table  # 1.008x before
+    assert "| 2048x8192 | 32 | 8.4 | 9.0 vllm_marlin[zp] | 0.939 | - |" in table  # 1.058x before
+    # 3584x8192 M = 32: its parallel split still launches ordinarily; level with vLLM Marlin (0.998x the run before).
+    assert "| 3584x8192 | 32 | 12.6 | 12.6 vllm_marlin[zp] | 1.002 **behind** | - |" in table
+    assert "| 8192x28672 | 16 | 50.8 | 52.7 machete[sym] | 0.963 | 1.22x |" in table
+    assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.23x |" in table  # its M = 16 floor re-run only
+    assert "| 4096x4096 |" not in table
     assert table in (ROOT / "BENCHMARKS.md").read_text()
     # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
     first = load_tool("record_moe_tp").tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
