@@ -134,8 +134,8 @@ struct Kernel {
     (void)opted;
     const auto params = params_of(a);
     const dim3 grid = Schedule::grid(a, params.schedule, TileM, 128);
-    launch_dependent(fn, grid, dim3(Loop::kThreads), capped_shared(grid, reinterpret_cast<void*>(fn)), s,
-                     "dependent plain", params);
+    launch_dependent<sm80::kernel::gemm_mixed_kernel<PlainLoop<TileM>, Schedule>>(
+        grid, dim3(Loop::kThreads), capped_shared(grid, reinterpret_cast<void*>(fn)), s, "dependent plain", params);
   }
 };
 
@@ -299,6 +299,12 @@ int main(int argc, char** argv) {
   check(cudaGetDeviceProperties(&prop, 0), "device");
   printf("%s, %d SMs; %d calls a graph, median of %d replays, median of %d interleaved rounds\n", prop.name,
          prop.multiProcessorCount, kCalls, kReplays, kRounds);
+  cudaFuncAttributes attributes{};
+  check(cudaFuncGetAttributes(&attributes, sm80::kernel::gemm_mixed_kernel<Loop<16>, sm80::kernel::DataParallel>),
+        "attributes");
+  printf("16 x 128 kernel: PTX %d, binary %d; launched as a dependent: %s\n", attributes.ptxVersion,
+         attributes.binaryVersion,
+         carries_dependent_wait<sm80::kernel::gemm_mixed_kernel<Loop<16>, sm80::kernel::DataParallel>>() ? "yes" : "no");
   for (int i = 1; i < argc; ++i) {
     Cell c;
     if (!parse(argv[i], c)) {

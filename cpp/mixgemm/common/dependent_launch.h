@@ -4,16 +4,17 @@
 //
 // From compute capability 9.0 on, such a launch lets the grid start while the kernel before it on the
 // stream still runs; the kernel itself must execute griddepcontrol.wait before it touches anything that
-// kernel writes (and griddepcontrol.launch_dependents to let the next one start early). Before 9.0 the
-// attribute does not exist and the launch is an ordinary one.
+// kernel writes (and griddepcontrol.launch_dependents to let the next one start early). Before 9.0, and for code
+// compiled for an older architecture, the launch is an ordinary one.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "mixgemm/core/check.h"
-#include "mixgemm/core/device_info.h"
 
 namespace mixgemm {
 
@@ -28,11 +29,32 @@ __device__ __forceinline__ void release_dependents_then_wait() {
 #endif
 }
 
-// Launches kernel<<<grid, block, shared_bytes, stream>>>(args...), as a programmatic dependent where the
-// current device allows it. Throws std::runtime_error naming `name` on a failed launch.
-template <typename... Params, typename... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                      const char* name, Args&&... args) {
+// Whether kKernel's code for the current device carries the wait above, so that it may be launched as a dependent:
+// it was compiled from PTX for compute capability 9.0 or later. A build for an older architecture runs on a newer
+// GPU through its PTX, in which release_dependents_then_wait() is empty; launched as a dependent, such a grid could
+// read what the kernel before it still writes. Cached per device, one bit each (cudaFuncGetAttributes costs host
+// time on every call; beyond 64 devices it is asked every time).
+template <auto kKernel>
+bool carries_dependent_wait() {
+  static std::atomic<uint64_t> checked{}, waits{};
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (checked.load(std::memory_order_acquire) & bit) return waits.load(std::memory_order_relaxed) & bit;
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, kKernel), "cudaFuncGetAttributes");
+  const bool wait = attributes.ptxVersion >= 90;
+  if (wait) waits.fetch_or(bit, std::memory_order_relaxed);
+  checked.fetch_or(bit, std::memory_order_release);
+  return wait;
+}
+
+// Launches kKernel<<<grid, block, shared_bytes, stream>>>(args...), as a programmatic dependent where its code
+// carries the wait (carries_dependent_wait), else ordinarily. Throws std::runtime_error naming `name` on a failed
+// launch.
+template <auto kKernel, typename... Args>
+void launch_dependent(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
+                      Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -41,11 +63,11 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   cudaLaunchAttribute dependent;
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent.val.programmaticStreamSerializationAllowed = 1;
-  if (current_device_info().major >= 9) {
+  if (carries_dependent_wait<kKernel>()) {
     config.attrs = &dependent;
     config.numAttrs = 1;
   }
-  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
+  check_cuda(cudaLaunchKernelEx(&config, kKernel, std::forward<Args>(args)...), name);
   check_launch(name);
 }
 

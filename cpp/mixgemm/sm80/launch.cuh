@@ -37,12 +37,12 @@ void opt_in_shared_memory(Kernel* kernel_fn, int bytes, std::atomic<uint64_t>& o
 // SM admits no more of its blocks than the grid spreads over each, ceil(blocks / SMs).
 //
 // Why: a dependent grid's blocks are placed when the kernel before it releases them, into whatever slots are free
-// at that moment, not spread SM by SM as an ordinary launch onto an idle GPU places them. With free slots to spare
-// (a 16-row tile admits 4 blocks per SM by its registers; a grid of 128 blocks uses one) the placement piled
-// several blocks on some SMs and none on others, and the next GEMM of a back-to-back chain took up to 1.7x its
-// ordinary time (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md). Admitting only the grid's share,
-// the next grid's blocks can land only in the slots ours leave, one for one on the same SMs. (Launched
-// ordinarily onto an idle GPU, such a grid spreads the same way: the share changes nothing there.)
+// at that moment, not spread SM by SM as an ordinary launch onto an idle GPU places them. With slots to spare (a
+// 16-row tile admits 4 blocks per SM by its registers; a grid of 128 blocks needs one) they can crowd onto some SMs
+// and leave others idle, which is how we read the back-to-back chains that lost most where the grid used fewest of
+// the slots (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md). Admitting only the grid's share, the
+// next grid's blocks can land only in the slots ours leave, one for one on the same SMs. (Launched ordinarily onto
+// an idle GPU, such a grid spreads the same way: the share changes nothing there.)
 // `static_bytes`: the kernel's own __shared__ variables, which count against both bounds.
 inline int dependent_shared_bytes(int64_t blocks, int bytes, int static_bytes, const DeviceInfo& device) {
   const int64_t per_sm = std::max<int64_t>(1, (blocks + device.sm_count - 1) / device.sm_count);
@@ -64,12 +64,12 @@ template <typename T, int Bits, WeightLayout kWeightLayout, int TileM, int TileN
           typename Schedule>
 void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
   using Loop = threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>;
-  auto* kernel_fn = kernel::gemm_mixed_kernel<Loop, Schedule>;
+  constexpr auto kernel_fn = kernel::gemm_mixed_kernel<Loop, Schedule>;
   constexpr bool kDependent = kernel::kStartsAsDependent<Loop>;  // kernel/dependent_start.cuh
-  const DeviceInfo& device = current_device_info();
   // Not the parallel split: back to back its GEMM follows the reduction kernel before it, an ordinary launch that
-  // never releases it early, so a dependent launch would only add its cost (1.01x-1.02x the ordinary time).
-  const bool dependent = kDependent && device.major >= 9 && args.mode != SplitKMode::kParallel;
+  // never releases it early, so a dependent launch would only add its own cost.
+  const bool dependent = kDependent && args.mode != SplitKMode::kParallel && carries_dependent_wait<kernel_fn>();
+  const DeviceInfo& device = current_device_info();
   static const int static_bytes = kDependent ? static_shared_bytes(kernel_fn) : 0;
   static std::atomic<uint64_t> opted_in{};
   opt_in_shared_memory(kernel_fn, kDependent ? device.shared_per_block_optin - static_bytes : Loop::kSharedBytes,
@@ -83,7 +83,7 @@ void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
   if (dependent) {
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
     const int shared_bytes = dependent_shared_bytes(blocks, Loop::kSharedBytes, static_bytes, device);
-    launch_dependent(kernel_fn, grid, dim3(Loop::kThreads), shared_bytes, stream, "gemm_mixed_kernel", params);
+    launch_dependent<kernel_fn>(grid, dim3(Loop::kThreads), shared_bytes, stream, "gemm_mixed_kernel", params);
   } else {
     kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
     check_launch("gemm_mixed_kernel");

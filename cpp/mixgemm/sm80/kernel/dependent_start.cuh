@@ -7,9 +7,9 @@
 // before is ask L2 for the weight, scale and offset lines of its first Stages - 1 k-tiles, the copies its
 // pipeline's prologue issues first. A prefetch cannot read stale data (it fills L2, where every SM's stores land),
 // so this holds even where the kernel before wrote the weight (a prepack). Back to back, the launch and the first
-// DRAM round trip then leave the critical path (0.76x-0.97x the ordinary launch's time, H100 and H200); after an
-// ordinary kernel (a norm, an activation) the grid starts when that kernel ends, and the dependent launch costs
-// 0-0.7 us more than an ordinary one (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md).
+// DRAM round trip then leave the critical path; after an ordinary kernel (a norm, an activation) the grid starts
+// when that kernel ends, and only the dependent launch's own cost remains
+// (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md has both).
 // The release comes first, as in the decode kernel (decode/gemv_kernel.cuh). Where the next dependent grid's
 // blocks land is the launcher's part: sm80/launch.cuh sizes each block's shared memory so that they can land only
 // in the slots ours leave.
