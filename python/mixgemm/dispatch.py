@@ -56,13 +56,15 @@ SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
 # Why, where the sm90 GEMM's wgmma main loop is the faster one: its fixed cost per launch (prologue, pipeline
 # fill, stream-K fixup; 2-3 us more than the mma.sync tiles') is paid in full wherever the kernel before it is not
 # one of ours. The sm90 GEMM launches as a programmatic dependent, so back to back (the peers harness, the sweep)
-# it hides that cost under the previous GEMM's tail (the mma.sync tiles do so too since 2026-11-28, and hide less:
-# their prologue is short; docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md); in a model the kernel
-# before a projection is a norm, an activation or attention, and it does not. Timed after an elementwise kernel that writes its input
+# it hides that cost under the previous GEMM's tail; in a model the kernel before a projection is a norm, an
+# activation or attention, and it does not. Timed after an elementwise kernel that writes its input
 # (tools/model_order_bench.py, H100, docs/perf-notes/2026-11-26-model-order.md), the sm80 tiles took 0.77x-1.01x
 # the sm90 GEMM's time at M = 32 on every weight up to 64 Mi elements of the DESIGN and TP shapes (0.97x on
 # 14336x8192, 1.01x on 28672x8192, 1.37x on 8192x28672 above), and at M = 64 0.78x on 1024x8192, 1.00x on
-# 8192x2560 (19.4 k-tiles per SM), 1.03x-2.2x on the rest; back to back the sm90 GEMM had won all of these.
+# 8192x2560 (19.4 k-tiles per SM), 1.03x-2.2x on the rest; back to back the sm90 GEMM had won all of these. The
+# sm80 tiles were launched ordinarily then; since 2026-11-28 the 16- and 32-row ones (but the parallel split) are
+# dependents too, which costs them 0-0.7 us after such a kernel and gains back to back
+# (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md); the M = 32 choice has not been re-timed since.
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:

@@ -7,8 +7,10 @@ block the SM's share of shared memory for its grid (sm80/launch.cuh), so a grid 
 These tests put GEMMs back to back on one stream, with no synchronisation and no other kernel in between, each
 reading the previous one's output, on both weight layouts: a load before the wait would read the NaN its input was
 allocated over, or stale values; a semaphore read early would hang or sum partials too soon. The same chains run
-where the launch is an ordinary one (before 9.0) and must pass there too. Tolerances as in test_sm80_gpu.py
-(gpu_helpers.MODEL_TOL, MATH_TOL), each output against float64 with its actual input.
+where the launch is an ordinary one (before 9.0) and must pass there too. A chain needs K == N, so N here fills whole
+tiles; the prologue's prefetch on a partial column tile runs in test_sm80_on_sm90_layout_gpu.py and test_sm80_gpu.py
+(N = 320, 192), whose calls take the same launch. Tolerances as in test_sm80_gpu.py (gpu_helpers.MODEL_TOL,
+MATH_TOL), each output against float64 with its actual input.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ K = N = 1024  # a chain needs K == N: 16 k-tiles of 64, 8 column tiles of 128
 G = 128
 LINKS = 4  # GEMMs per chain
 DEPENDENT_MAX_TILE_M = 32  # kStartsAsDependent in dependent_start.cuh
-# Every split mode; the parallel split launches ordinarily, and runs here after and before the dependent ones.
-SPLITS = ((1, "none"), (3, "serial"), (2, "parallel"), (5, "streamk"))
+# Every split mode; the parallel split launches ordinarily, and runs here after and before the dependent ones. Five
+# serial splits of the 16 k-tiles leave the last one none (4, 4, 4, 4, 0): it prefetches nothing and still waits.
+SPLITS = ((1, "none"), (3, "serial"), (5, "serial"), (2, "parallel"), (5, "streamk"))
 
 
 def _require_gpu():
@@ -105,9 +108,11 @@ def test_each_call_reads_the_previous_calls_output(layout, M):
 
 
 @pytest.mark.parametrize("layout", ["sm80", "sm90"])
-def test_first_call_after_prepack_reads_the_new_weight(layout):
-    """prepack's last kernel writes the weight just before the GEMM that reads it, whose blocks may ask L2 for its
-    lines before that kernel ends (a prefetch, never a read into the SM)."""
+def test_first_call_after_a_kernel_writes_the_weight(layout):
+    """Elementwise kernels overwrite a packed weight's offsets, scales and (last) codes with another checkpoint's,
+    and the GEMM follows the last of them with nothing in between: it must compute with the new weight. Those kernels
+    are ordinary launches, as prepack's are, so the GEMM cannot start before they end; its L2 prefetch of the weight
+    would be harmless even if it did (L2 is where their stores land), which no kernel here can show."""
     _require_gpu()
     configs = _small_tile_configs(layout)
     if not configs:
@@ -115,11 +120,15 @@ def test_first_call_after_prepack_reads_the_new_weight(layout):
     x = random_activations(16, K, torch.float16)
     for i, config in enumerate(configs):
         torch.manual_seed(i)
-        args, keywords, math_w = random_int_checkpoint(K, N, G, torch.float16, 4, True)
-        model_w = _model_weight(mixgemm.prepack(*args, **keywords, layout=layout))
-        poison_allocator(K * N // 2, blocks=8)  # the new weight's buffers and the output in NaN
-        packed = mixgemm.prepack(*args, **keywords, layout=layout)
-        out = mixgemm.gemm(x, packed, config=config)
+        stale, _, _ = _weight(layout)
+        fresh, model_w, math_w = _weight(layout)
+        mixgemm.gemm(x, stale, config=config)  # the stale weight's lines in L2, and its call's buffers cached
+        torch.cuda.synchronize()
+        poison_allocator(16 * N * 2)
+        torch.mul(fresh.offsets, 1, out=stale.offsets)
+        torch.mul(fresh.scales, 1, out=stale.scales)
+        torch.bitwise_xor(fresh.packed, 0, out=stale.packed)
+        out = mixgemm.gemm(x, stale, config=config)
         check_model_and_math(out, x, None, model_w, math_w, torch.float16, config.name)
 
 

@@ -212,8 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
             "drift of clocks and power"))
         p.add_argument("--after-elementwise", action="store_true", help=(
             "time each case as a model runs it, after an elementwise kernel that writes its input (the pair less "
-            "that kernel alone), instead of back to back, where the sm90 path's dependent launch hides its "
-            "prologue under the previous call"))
+            "that kernel alone), instead of back to back, where the dependent launches (the decode and sm90 "
+            "paths, the sm80 path's small tiles) hide their prologue under the previous call"))
     tune = sub.choices["tune"]
     tune.add_argument("--cache", type=pathlib.Path, default=None,
                       help="tuning cache file ($MIXGEMM_CACHE, else $XDG_CACHE_HOME/mixgemm/tuned.json)")
