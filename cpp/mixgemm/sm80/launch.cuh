@@ -44,12 +44,26 @@ void opt_in_shared_memory(Kernel* kernel_fn, int bytes, std::atomic<uint64_t>& o
 // next grid's blocks can land only in the slots ours leave, one for one on the same SMs. (Launched ordinarily onto
 // an idle GPU, such a grid spreads the same way: the share changes nothing there.)
 // `static_bytes`: the kernel's own __shared__ variables, which count against both bounds.
-inline int dependent_shared_bytes(int64_t blocks, int bytes, int static_bytes, const DeviceInfo& device) {
+constexpr int dependent_shared_bytes(int64_t blocks, int bytes, int static_bytes, const DeviceInfo& device) {
   const int64_t per_sm = std::max<int64_t>(1, (blocks + device.sm_count - 1) / device.sm_count);
   const int64_t share = device.shared_per_sm / per_sm - device.reserved_shared_per_block - static_bytes;
   return static_cast<int>(
       std::min<int64_t>(std::max<int64_t>(bytes, share), device.shared_per_block_optin - static_bytes));
 }
+
+// On an H100 (132 SMs; 228 KiB of shared memory an SM, 1 KiB of it reserved per block, 227 KiB at most a block) a
+// 16 x 128 tile at 4 stages (28 KiB, and 128 bytes of __shared__): an SM admits exactly ceil(blocks / 132) of its
+// blocks, and the tile keeps its own 28 KiB where the grid needs more blocks an SM than its registers allow (4).
+namespace dependent_shared_bytes_check {
+constexpr DeviceInfo kH100{9, 0, 132, 233472, 232448, 1024};
+constexpr int kTile = 28672, kStatic = 128;
+constexpr int admitted(int bytes) { return kH100.shared_per_sm / (bytes + kStatic + kH100.reserved_shared_per_block); }
+static_assert(admitted(dependent_shared_bytes(132, kTile, kStatic, kH100)) == 1);
+static_assert(admitted(dependent_shared_bytes(256, kTile, kStatic, kH100)) == 2);
+static_assert(admitted(dependent_shared_bytes(344, kTile, kStatic, kH100)) == 3);
+static_assert(admitted(dependent_shared_bytes(528, kTile, kStatic, kH100)) == 4);
+static_assert(dependent_shared_bytes(2000, kTile, kStatic, kH100) == kTile);
+}  // namespace dependent_shared_bytes_check
 
 // A kernel's static shared memory (its __shared__ variables), read once.
 template <typename Kernel>
