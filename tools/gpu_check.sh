@@ -17,7 +17,8 @@
 #   POWER_ARGS="--peers-dir .peers --peers mixgemm[zp],cublas_fp16" ...  # also clock and power at steady state
 #                                        (tools/power_clock_probe.py, M = 4096 on the two largest shapes by default)
 #   SWEEP_CELLS="28672x8192:96,128 4096x5120:144" SWEEP_LAYOUT=sm90 ...  # also `python -m mixgemm sweep` per cell
-#                                        (--rounds SWEEP_ROUNDS, 3), each into $OUT/sweep_KxN_mMs/, and
+#                                        (--rounds SWEEP_ROUNDS, 3, plus SWEEP_EXTRA, e.g. "--after-elementwise"
+#                                        for a model's order), each into $OUT/sweep_KxN_mMs/, and
 #                                        tools/sweep_summary.py's lines (auto's pick against the fastest config)
 #   PEERS="2048x8192:16 4096x4096:16,256" ...  # also the peers harness (PEERS_DIR, default .peers: a copy of
 #                                        ../shared/peers carried into the tree) per cell, all its peers, --rounds
@@ -187,7 +188,7 @@ if [ -n "${SWEEP_CELLS:-}" ]; then
     parse_cell sweep "$cell" || continue
     dir="$OUT/sweep_${shape}_m${ms//,/_}"
     python3 -m mixgemm sweep --shape "$shape" --m "$ms" --layout "${SWEEP_LAYOUT:-all}" --rounds "${SWEEP_ROUNDS:-3}" \
-      --no-plots --out "$dir" >"$dir.log" 2>&1
+      ${SWEEP_EXTRA:-} --no-plots --out "$dir" >"$dir.log" 2>&1
     record "sweep $cell" $? "$(basename "$dir")/sweep.json"
   done
   sweeps=("$OUT"/sweep_*/sweep.json)
