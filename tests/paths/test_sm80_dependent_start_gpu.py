@@ -20,6 +20,7 @@ import torch
 
 import mixgemm
 from mixgemm.layouts.sm80 import dequantize_packed_reference
+from dependent_chains import chain, check_chain, check_chain_in_a_cuda_graph, windows
 from gpu_helpers import (check_model_and_math, poison_allocator, random_activations, random_int_checkpoint,
                          sm90_layout_terms)
 
@@ -63,30 +64,6 @@ def _weight(layout):
     return packed, _model_weight(packed), math_w
 
 
-def _chain(weights, x, configs):
-    """y_i = y_(i-1) @ W_i, the i-th call with configs[i % len(configs)], back to back: the outputs' NaN blocks are
-    filled first, all at once (a fill before each call would be the kernel each GEMM follows)."""
-    poison_allocator(x.shape[0] * N * 2, blocks=len(weights))
-    outs = []
-    for i, (packed, _, _) in enumerate(weights):
-        x = mixgemm.gemm(x, packed, config=configs[i % len(configs)])
-        outs.append(x)
-    return outs
-
-
-def _check_chain(x, outs, weights, configs):
-    for i, (inp, out, (_, model_w, math_w)) in enumerate(zip([x] + outs[:-1], outs, weights)):
-        assert torch.isfinite(inp).all() and inp.abs().max() < 6e4, "the chain left fp16 range"
-        check_model_and_math(out, inp, None, model_w, math_w, torch.float16,
-                             f"link {i}: {configs[i % len(configs)].name}")
-
-
-def _windows(configs, length):
-    """Runs of `length` consecutive configs, each starting at the previous one's last: every config runs after a
-    different one (a split of the same tile, or the next tile)."""
-    return [configs[i:i + length] for i in range(0, max(len(configs) - 1, 1), length - 1)]
-
-
 @pytest.mark.parametrize("M", [9, 16, 32])
 @pytest.mark.parametrize("layout", ["sm80", "sm90"])
 def test_each_call_reads_the_previous_calls_output(layout, M):
@@ -101,10 +78,10 @@ def test_each_call_reads_the_previous_calls_output(layout, M):
     x = random_activations(M, K, torch.float16) * 0.25  # |y| grows 2-3x per link at K = 1024
     decode = [c for c in mixgemm.compiled_configs(torch.float16, 4, path="decode", layout=layout) if c.rows >= M]
     mixed = [c for i, tile in enumerate(configs) for c in (tile, decode[i % len(decode)])] if decode else configs
-    for chain_configs in [[c] for c in configs] + _windows(mixed, LINKS):
-        outs = _chain(weights, x, chain_configs)
+    for chain_configs in [[c] for c in configs] + windows(mixed, LINKS):
+        outs = chain(weights, x, chain_configs)
         torch.cuda.synchronize()
-        _check_chain(x, outs, weights, chain_configs)
+        check_chain(x, outs, weights, chain_configs)
 
 
 @pytest.mark.parametrize("layout", ["sm80", "sm90"])
@@ -143,18 +120,5 @@ def test_chain_in_a_cuda_graph(layout):
     torch.manual_seed(3)
     links = 6
     weights = [_weight(layout) for _ in range(links)]
-    for chain_configs in _windows(configs, links):
-        static_x = random_activations(16, K, torch.float16) * 0.25
-        _chain(weights, static_x, chain_configs)  # warm-up outside the capture
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_outs = _chain(weights, static_x, chain_configs)
-        for _ in range(2):
-            static_x.copy_(random_activations(16, K, torch.float16) * 0.25)
-            graph.replay()
-            eager = _chain(weights, static_x, chain_configs)
-            torch.cuda.synchronize()
-            _check_chain(static_x, static_outs, weights, chain_configs)
-            for got, want in zip(static_outs, eager):
-                assert torch.equal(got, want)
+    for chain_configs in windows(configs, links):
+        check_chain_in_a_cuda_graph(weights, chain_configs, lambda: random_activations(16, K, torch.float16) * 0.25)
