@@ -26,23 +26,19 @@
 #include <string>
 #include <vector>
 
+#include "ab_device_buffers.cuh"
 #include "mixgemm/sm80/launch.cuh"
 
 namespace {
 
 using namespace mixgemm;
-constexpr int kGroup = 128;
-constexpr size_t kRotatedBytes = size_t(256) << 20;  // weight copies past the 50 MB L2, as the bench protocol
-constexpr int kCalls = 64;                           // calls per graph, as mixgemm.bench.timing
-constexpr int kReplays = 7;                          // graph replays per sample: the median is the sample
-constexpr int kRounds = 5;                           // samples per variant, interleaved
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-  }
-}
+using ab_device::check;
+using ab_device::kGroup;
+using ab_device::kRotatedBytes;
+using ab_device::upload;
+constexpr int kCalls = 64;    // calls per graph, as mixgemm.bench.timing
+constexpr int kReplays = 7;   // graph replays per sample: the median is the sample
+constexpr int kRounds = 5;    // samples per variant, interleaved
 
 // x = h + r, an ordinary launch: the kernel before a projection in a decoder layer.
 __global__ void elementwise(const __half* h, const __half* r, __half* x, int n) {
@@ -155,15 +151,6 @@ template <int TileM>
 Launches launches_for(SplitKMode mode) {
   return mode == SplitKMode::kStreamK ? launches_of<TileM, sm80::kernel::StreamK>()
                                       : launches_of<TileM, sm80::kernel::DataParallel>();
-}
-
-template <class T>
-T* upload(const std::vector<T>& host, size_t copies = 1) {
-  T* dev;
-  check(cudaMalloc(&dev, host.size() * sizeof(T) * copies), "cudaMalloc");
-  for (size_t c = 0; c < copies; ++c)
-    check(cudaMemcpy(dev + c * host.size(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "copy");
-  return dev;
 }
 
 // Microseconds per call of one graph of kCalls calls (each on the next weight copy, `before` ahead of each when

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "ab_device_buffers.cuh"
 #include "mixgemm/sm90/launch.cuh"
 
 namespace ab_cell {
@@ -24,24 +25,10 @@ using mixgemm::sm90::Args;
 using mixgemm::sm90::Workspace;
 using Half = cutlass::half_t;
 
-constexpr int kGroup = 128;
-constexpr size_t kRotatedBytes = size_t(256) << 20;  // weight copies past the 50 MB L2, as the bench protocol
-
-inline void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    exit(1);
-  }
-}
-
-template <class T>
-T* upload(const std::vector<T>& host, size_t copies = 1) {
-  T* dev;
-  check(cudaMalloc(&dev, host.size() * sizeof(T) * copies), "cudaMalloc");
-  for (size_t c = 0; c < copies; ++c)
-    check(cudaMemcpy(dev + c * host.size(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "copy");
-  return dev;
-}
+using ab_device::check;
+using ab_device::kGroup;
+using ab_device::kRotatedBytes;
+using ab_device::upload;
 
 // A y [M, N] filled with `byte` (0xff and 0x7f are NaN patterns: a tile a kernel leaves unwritten shows).
 inline Half* poisoned_output(int M, int N, int byte) {
