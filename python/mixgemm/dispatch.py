@@ -64,7 +64,11 @@ SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
 # 8192x2560 (19.4 k-tiles per SM), 1.03x-2.2x on the rest; back to back the sm90 GEMM had won all of these. The
 # sm80 tiles were launched ordinarily then; since 2026-11-28 the 16- and 32-row ones (but the parallel split) are
 # dependents too, which costs them 0-0.7 us after such a kernel and gains back to back
-# (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md); the M = 32 choice has not been re-timed since.
+# (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md). At M = 32 their split is summed in the kernel since
+# (docs/perf-notes/2026-11-28-m32-serial-split-as-dependent.md): back to back the sm80 tiles are then the fastest
+# config or within 3% on the H100 but for 8192x5120 (the sm90 GEMM's split 1.064x faster), while on the H200 the sm90
+# GEMM's split was 1.03x-1.08x faster on the five weights of 40 to 64 Mi elements swept; the model's order has not been
+# timed for the sm90 GEMM since, so the bound stands.
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:
