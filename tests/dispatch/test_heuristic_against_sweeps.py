@@ -183,15 +183,14 @@ RETIMED = {
     ("2026-11-27-h200-sweep-m144-240.json", 8192, 1280, 240): "2026-11-27-h200-sweep-split-reduction.json",
 }
 # (file, K, N, M): cells whose pick is now the 32-row tiles' serial split, which that sweep timed launched ordinarily
-# (before the sm80 path's small tiles started as programmatic dependents: 0.92x-0.96x that time back to back at M = 32),
-# with the later sweep of the same GPU that times it as it runs now.
+# (before the sm80 path's small tiles started as programmatic dependents: 0.92x-0.96x that time back to back at
+# M = 32), with the later sweep of the same GPU that times it as it runs now.
+_DESIGN_UP_TO_64_MI = ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192))
 SUPERSEDED = {
     **{("2026-11-28-h200-sweep-m1-32-design.json", K, N, 32): "2026-11-28-h200-sweep-m32-serial-split.json"
-       for K, N in ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192))},
+       for K, N in _DESIGN_UP_TO_64_MI},
     **{("2026-11-28-h100-sweep-m1-32-design-and-m16-small-weights.json", K, N, 32):
-       "2026-11-28-h100-sweep-m32-serial-split.json" for K, N in ((4096, 4096), (4096, 11008), (11008, 4096), (8192, 8192))},
-    **{("2026-11-28-h200-sweep-m8-32-dependent-start.json", K, N, 32): "2026-11-28-h200-sweep-m32-serial-split.json"
-       for K, N in ((4096, 4096), (11008, 4096))},
+       "2026-11-28-h100-sweep-m32-serial-split.json" for K, N in _DESIGN_UP_TO_64_MI},
 }
 KEY = KernelKey("fp16", 4, "sm90", "scale_offset")  # the sweeps' weights: AWQ zero points, fp16, on the sm90 layout
 
@@ -240,9 +239,13 @@ def test_auto_within_3_percent_of_the_sweeps_best(name, gpu, K, N, M, by_config,
         assert later in SWEEPS and any((r["K"], r["N"], r["M"], r["peer"]) == (K, N, M, "mixgemm") for r in rows)
         return  # the later record's cell checks the pick
     if (name, K, N, M) in SUPERSEDED:
+        config = PATHS["sm80"].parse_name(pick)
+        assert config is not None and (config.tile_m, config.split_k_mode) == (32, "serial"), (
+            f"{K}x{N} M={M}: the pick {pick} is no longer the serial split SUPERSEDED names; drop the cell from it")
         later = SUPERSEDED[(name, K, N, M)]
         rows = json.loads((BENCHMARKS / later).read_text())["results"]
-        assert SWEEPS.get(later) is gpu and any((r["K"], r["N"], r["M"], r["peer"]) == (K, N, M, "mixgemm") for r in rows)
+        assert SWEEPS.get(later) is gpu
+        assert any((r["K"], r["N"], r["M"], r["peer"]) == (K, N, M, "mixgemm") for r in rows)
         return  # the later record's cell checks the pick
     pick = _as_timed(pick, by_config)
     # The auto row times a pick the sweep's own split variants leave out (a decode split of 3, a stream-K grid of

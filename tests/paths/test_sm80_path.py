@@ -519,7 +519,7 @@ def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
     (16, 3072, 11264, 8),    # 24 tiles (under 32) at 8 splits: summed by the second kernel
     (32, 4096, 4096, 4),
     (17, 8192, 8192, 4),     # one row of 32-row tiles: 3 blocks per SM (64 tiles x 8 = 512 > 396)
-    (64, 4096, 4096, 4),     # two rows (64 tiles, 64 k-tiles / 12 -> 5): the rule's 4 blocks per SM
+    (64, 4096, 8192, 8),     # two rows: the rule's 4 blocks per SM (64 tiles x 8 = 512 <= 528; one row's 3: 396)
 ])
 def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")

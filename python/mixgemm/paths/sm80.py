@@ -190,9 +190,10 @@ _SPLIT_K_MIN_SPLITS = 4
 # of 32 or more split serially into the most splits that keep the grid within one wave (tiles x splits <= SMs, each
 # split at least 3 k-tiles), and run unsplit where even 2 splits would pass one wave (more than half a wave of
 # tiles; 64 tiles split 2 and 80 unsplit were timed, none between): stream-K's blocks there get 8 k-tiles or fewer
-# and a fixup each, which a k-loop this short does not repay, and a second wave of splits only adds partial sums. In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this
-# pick was the fastest config on all ten H200 shapes with K = 1024-1792: 1024x4096, 1536x4096 and 1792x4096
-# (32 tiles: 4 splits of 4-7 k-tiles), 1024x5120, 1024x6144, 1024x8192 and 1536x8192 (2 splits), 1024x10240,
+# and a fixup each, which a k-loop this short does not repay, and a second wave of splits only adds partial sums.
+# In sweeps of every compiled config at M = 16 (2026-11-28, `--layout auto`) this pick was the fastest config on
+# all ten H200 shapes with K = 1024-1792: 1024x4096, 1536x4096 and 1792x4096 (32 tiles: 4 splits of 4-7 k-tiles),
+# 1024x5120, 1024x6144, 1024x8192 and 1536x8192 (2 splits), 1024x10240,
 # 1024x14336 and 1024x28672 (unsplit); and on the five of them timed on the H100 (1024x4096, 1024x8192, 1536x8192,
 # 1024x14336, 1024x28672). Stream-K took 1.035x-1.30x the fastest on those fifteen cells. Out of sample (H100:
 # 1280x8192, 1536x28672, 1792x14336, 1024x6144, 1024x10240; H200: 1280x8192) the pick was the fastest or within 0.1%.
@@ -221,10 +222,10 @@ _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
 # One row of 32-row tiles (M = 17..32) takes the largest split within 3 blocks per SM, on both GPUs: in sweeps of
 # every compiled config at M = 32 (2026-11-28, H100 and H200, docs/perf-notes/2026-11-28-m32-serial-split-as-
 # dependent.md) 8 splits were the fastest 32 x 128 split at 2.4 blocks per SM or fewer (8192x5120 and 11008x4096:
-# 4 splits, at 1.2 and 1.0 blocks per SM, took 1.09x-1.21x the time of 8) and lost to 4 splits at 3.4 and 3.9
-# (7168x8192 and 8192x8192: 8 splits 1.03x-1.06x the time of 4 on both GPUs, serial and parallel alike), where the
-# bandwidth-scaled bound above would give the H200 8 splits. The bound of 3 lies between 2.4 and 3.4; two rows of
-# 32-row tiles (M = 33..64) were not timed against it and keep 4 blocks per SM.
+# 4 splits, at 1.2 and 1.0 blocks per SM, took 1.09x-1.21x the time of 8) and lost to 4 splits at 3.4 (8192x7168,
+# H200 only) and 3.9 (7168x8192 and 8192x8192: 8 splits 1.03x-1.06x the time of 4 on both GPUs, serial and
+# parallel alike), where the bandwidth-scaled bound above would give the H200 8 splits. The bound of 3 lies between
+# 2.4 and 3.4; two rows of 32-row tiles (M = 33..64) were not timed against it and keep 4 blocks per SM.
 _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 3
 # Where the weight has few column tiles (under sm_count / 8, dispatch.py's measure of a weight too narrow for the
 # sm90 GEMM) every split adds only that many blocks, and splits of 8 k-tiles paid: 8192x1280 (10 column tiles) took
@@ -338,7 +339,8 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
         return None
-    per_sm = _SPLIT_K_MAX_BLOCKS_PER_SM  # every split above keeps to it; the 16-row tiles scale it (see above)
+    # Every split above keeps to 4 blocks per SM; the 16-row tiles scale it, one row of 32-row tiles lowers it to 3.
+    per_sm = _SPLIT_K_MAX_BLOCKS_PER_SM
     if config.tile_m == 16:
         if memory_bandwidth > 0:
             per_sm *= memory_bandwidth / _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH
