@@ -35,15 +35,15 @@ DEPENDENT_MAX_TILE_M = 32  # kStartsAsDependent in dependent_start.cuh
 SPLITS = ((1, "none"), (3, "serial"), (5, "serial"), (2, "parallel"), (5, "streamk"))
 
 
-def _require_gpu():
+def _small_tile_configs(layout):
+    """The compiled sm80 configs of the tiles that start as dependents on `layout`'s weights, in every split; the
+    test skips where there is no GPU or the build compiles none."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-
-
-def _small_tile_configs(layout):
-    """The compiled sm80 configs of the tiles that start as dependents on `layout`'s weights, in every split."""
     configs = [c for c in mixgemm.compiled_configs(torch.float16, 4, path="sm80", layout=layout)
                if c.tile_m <= DEPENDENT_MAX_TILE_M]
+    if not configs:
+        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
     return [c.with_split_k(k, mode) for c in configs for k, mode in SPLITS]
 
 
@@ -69,10 +69,7 @@ def _weight(layout):
 def test_each_call_reads_the_previous_calls_output(layout, M):
     """One chain per config (the same kernel back to back), then chains of consecutive configs; at M <= 16 also
     after and before the decode path's kernels, the other dependents of these rows."""
-    _require_gpu()
     configs = _small_tile_configs(layout)
-    if not configs:
-        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
     torch.manual_seed(M + (layout == "sm90"))
     weights = [_weight(layout) for _ in range(LINKS)]
     x = random_activations(M, K, torch.float16) * 0.25  # |y| grows 2-3x per link at K = 1024
@@ -90,10 +87,7 @@ def test_first_call_after_a_kernel_writes_the_weight(layout):
     and the GEMM follows the last of them with nothing in between: it must compute with the new weight. Those kernels
     are ordinary launches, as prepack's are, so the GEMM cannot start before they end; its L2 prefetch of the weight
     would be harmless even if it did (L2 is where their stores land), which no kernel here can show."""
-    _require_gpu()
     configs = _small_tile_configs(layout)
-    if not configs:
-        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
     x = random_activations(16, K, torch.float16)
     for i, config in enumerate(configs):
         torch.manual_seed(i)
@@ -113,10 +107,7 @@ def test_first_call_after_a_kernel_writes_the_weight(layout):
 def test_chain_in_a_cuda_graph(layout):
     """Captured, the launches become programmatic graph edges: each replay, with fresh x, matches eager bit for bit
     (every split here sums in a fixed order). One graph per run of consecutive configs."""
-    _require_gpu()
     configs = _small_tile_configs(layout)
-    if not configs:
-        pytest.skip(f"this build compiles no sm80 tile of up to {DEPENDENT_MAX_TILE_M} rows for the {layout} layout")
     torch.manual_seed(3)
     links = 6
     weights = [_weight(layout) for _ in range(links)]
