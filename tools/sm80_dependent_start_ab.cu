@@ -12,8 +12,8 @@
 //       tools/sm80_dependent_start_ab.cu cpp/mixgemm/core/device_info.cu -o /tmp/sm80_dependent_start_ab
 //   /tmp/sm80_dependent_start_ab 8192x8192:16:16:k4s 2048x8192:32:32:sk132 4096x4096:32:32:k4p
 // A cell is KxN:M:tile_m:split, split one of none, k<n>s (serial), k<n>p (parallel), sk<n> (stream-K blocks);
-// tile_m 16 (16 x 128) or 32 (32 x 128), 4 stages. (The parallel split launches ordinarily in the library: its two
-// columns then time the same launch.)
+// tile_m 16 (16 x 128) or 32 (32 x 128), 4 stages. (The parallel split: the library launches its GEMM and its
+// reduction kernel as dependents, the ordinary column both ordinarily.)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -98,7 +98,7 @@ struct Kernel {
         Schedule::params(a, TileM, 128)};
     fn<<<Schedule::grid(a, params.schedule, TileM, 128), Loop::kThreads, Loop::kSharedBytes, s>>>(params);
     check(cudaGetLastError(), "ordinary launch");
-    Schedule::template after_kernel<__half>(a, s);
+    Schedule::template after_kernel<__half>(a, s, /*dependent=*/false);
   }
   // Probes of the launch's cost after an ordinary kernel: the library's kernel launched ordinarily with the shared
   // memory of its dependent launch; and the kernel without a dependent start launched as a dependent.

@@ -1,7 +1,8 @@
 """The sm80 path's small tiles as programmatic dependents (cpp/mixgemm/sm80/kernel/dependent_start.cuh): from
-compute capability 9.0 the 16- and 32-row tiles, every split but the parallel one, launch so that a GEMM's blocks
-may be placed while the kernel before it on the stream finishes; they ask L2 for their first weight lines, then wait
-(griddepcontrol.wait) before they touch x, the output or the split-K slots and semaphores. The launcher gives each
+compute capability 9.0 the 16- and 32-row tiles, every split, launch so that a GEMM's blocks may be placed while the
+kernel before it on the stream finishes; they ask L2 for their first weight lines, then wait (griddepcontrol.wait)
+before they touch x, the output or the split-K slots and semaphores. The parallel split's reduction kernel follows
+as a dependent too, and waits before it reads the partials (kernel/splitk_reduce.cuh). The launcher gives each
 block the SM's share of shared memory for its grid (sm80/launch.cuh), so a grid of few blocks admits few per SM.
 
 These tests put GEMMs back to back on one stream, with no synchronisation and no other kernel in between, each
@@ -30,7 +31,8 @@ K = N = 1024  # a chain needs K == N: 16 k-tiles of 64, 8 column tiles of 128
 G = 128
 LINKS = 4  # GEMMs per chain
 DEPENDENT_MAX_TILE_M = 32  # kStartsAsDependent in dependent_start.cuh
-# Every split mode; the parallel split launches ordinarily, and runs here after and before the dependent ones. Five
+# Every split mode; the parallel split's two kernels (the GEMM writing partials, the reduction reading them, each a
+# dependent) run here after and before the other splits, and after one another. Five
 # serial splits of the 16 k-tiles leave the last one none (4, 4, 4, 4, 0): it prefetches nothing and still waits.
 SPLITS = ((1, "none"), (3, "serial"), (5, "serial"), (2, "parallel"), (5, "streamk"))
 

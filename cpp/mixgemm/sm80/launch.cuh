@@ -80,9 +80,9 @@ void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
   using Loop = threadblock::Mainloop<T, Bits, kWeightLayout, TileM, TileN, WarpM, WarpN, Stages>;
   constexpr auto kernel_fn = kernel::gemm_mixed_kernel<Loop, Schedule>;
   constexpr bool kDependent = kernel::kStartsAsDependent<Loop>;  // kernel/dependent_start.cuh
-  // Not the parallel split: back to back its GEMM follows the reduction kernel before it, an ordinary launch that
-  // never releases it early, so a dependent launch would only add its own cost.
-  const bool dependent = kDependent && args.mode != SplitKMode::kParallel && carries_dependent_wait<kernel_fn>();
+  // The parallel split's reduction kernel follows as a dependent too (kernel/splitk_reduce.cuh), and releases the
+  // next call's GEMM at its start.
+  const bool dependent = kDependent && carries_dependent_wait<kernel_fn>();
   const DeviceInfo& device = current_device_info();
   static const int static_bytes = kDependent ? static_shared_bytes(kernel_fn) : 0;
   static std::atomic<uint64_t> opted_in{};
@@ -102,7 +102,7 @@ void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
     kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
     check_launch("gemm_mixed_kernel");
   }
-  Schedule::template after_kernel<T>(args, stream);
+  Schedule::template after_kernel<T>(args, stream, dependent);
 }
 
 }  // namespace mixgemm::sm80

@@ -56,14 +56,22 @@ struct DataParallel {
     if (split.mode == SplitKMode::kParallel) size.bytes = 4 * static_cast<int64_t>(split.split_k) * shape.M * shape.N;
     return size;
   }
-  // Host, after the GEMM kernel: the parallel mode's reduction kernel.
+  // Host, after the GEMM kernel: the parallel mode's reduction kernel, as a programmatic dependent where the GEMM
+  // launched as one (`dependent`: it released its dependents at its start), else ordinarily.
   template <typename T>
-  static void after_kernel(const GemmArgs& args, cudaStream_t stream) {
+  static void after_kernel(const GemmArgs& args, cudaStream_t stream, bool dependent) {
     if (args.mode != SplitKMode::kParallel) return;
     constexpr int kThreads = 256;
     const int64_t threads = static_cast<int64_t>(args.M) * args.N / 4;
-    splitk_reduce_kernel<T><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        args.workspace, static_cast<const T*>(args.bias), static_cast<T*>(args.D), args.M, args.N, args.split_k);
+    const dim3 grid(static_cast<unsigned>((threads + kThreads - 1) / kThreads));
+    const auto* bias = static_cast<const T*>(args.bias);
+    auto* D = static_cast<T*>(args.D);
+    if (dependent) {
+      launch_dependent<splitk_reduce_kernel<T>>(grid, dim3(kThreads), 0, stream, "splitk_reduce_kernel",
+                                                 args.workspace, bias, D, args.M, args.N, args.split_k);
+      return;
+    }
+    splitk_reduce_kernel<T><<<grid, kThreads, 0, stream>>>(args.workspace, bias, D, args.M, args.N, args.split_k);
     check_launch("splitk_reduce_kernel");
   }
 

@@ -1,5 +1,5 @@
 // How an sm80 kernel starts: the small-M tiles as programmatic dependents (sm80/launch.cuh launches them so on
-// compute capability 9.0 on, but for the parallel split), the others ordinarily.
+// compute capability 9.0 on, the parallel split's reduction kernel after them too), the others ordinarily.
 //
 // A dependent grid may be placed on the SMs while the kernel before it on the stream still runs (once every block
 // of that kernel has executed griddepcontrol.launch_dependents), and must execute griddepcontrol.wait before it

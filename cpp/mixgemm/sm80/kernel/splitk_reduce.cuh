@@ -1,10 +1,15 @@
 // Second kernel of parallel split-K: D[m, n] = sum over z (in z order) of workspace[z, m, n] + bias[n].
 // Memory bound: reads split_k fp32 values and writes one output per element; 4 elements per thread keep
 // the fp32 loads 16 bytes wide (N is a multiple of 64, so a row holds whole groups of 4).
+// Behind the small tiles' GEMM (kernel/dependent_start.cuh) it is launched as a programmatic dependent: its blocks
+// land in the slots the GEMM leaves while the GEMM streams, so its launch leaves the critical path. It releases the
+// next dependent grid (the next call's GEMM, which prefetches its first k-tiles and then waits for this kernel) before
+// it waits for the GEMM's partials; in an ordinary launch both instructions are no-ops.
 #pragma once
 
 #include <cstdint>
 
+#include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/common/mma_m16n8k16.cuh"
 
 namespace mixgemm::sm80::kernel {
@@ -17,6 +22,7 @@ __global__ void __launch_bounds__(256)
   using Pair = typename Traits::Pair;
   const int64_t elements = static_cast<int64_t>(M) * N;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  release_dependents_then_wait();  // before anything reads the partials or writes D (above)
   if (first >= elements) return;
   float4 sum = __ldcs(reinterpret_cast<const float4*>(workspace + first));
   for (int z = 1; z < split_k; ++z) {

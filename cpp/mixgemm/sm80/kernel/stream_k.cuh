@@ -43,7 +43,7 @@ struct StreamK {
     return size;
   }
   template <typename T>
-  static void after_kernel(const GemmArgs&, cudaStream_t) {}
+  static void after_kernel(const GemmArgs&, cudaStream_t, bool /*dependent*/) {}
 
   // Device: this block's units, segment by segment.
   template <typename Loop>
