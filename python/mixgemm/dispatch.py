@@ -62,13 +62,13 @@ SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
 # the sm90 GEMM's time at M = 32 on every weight up to 64 Mi elements of the DESIGN and TP shapes (0.97x on
 # 14336x8192, 1.01x on 28672x8192, 1.37x on 8192x28672 above), and at M = 64 0.78x on 1024x8192, 1.00x on
 # 8192x2560 (19.4 k-tiles per SM), 1.03x-2.2x on the rest; back to back the sm90 GEMM had won all of these. The
-# sm80 tiles were launched ordinarily then; since 2026-11-28 the 16- and 32-row ones (but the parallel split) are
-# dependents too, which costs them 0-0.7 us after such a kernel and gains back to back
-# (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md). At M = 32 their split is summed in the kernel since
-# (docs/perf-notes/2026-11-28-m32-serial-split-as-dependent.md): back to back the sm80 tiles are then the fastest
-# config or within 3% on the H100 but for 8192x5120 (the sm90 GEMM's split 1.064x faster), while on the H200 the sm90
-# GEMM's split was the fastest config on all eight weights of 40 to 64 Mi elements swept, by 1.03x-1.08x on five of
-# them; the model's order has not been timed for the sm90 GEMM since, so the bound stands.
+# sm80 tiles were launched ordinarily then; since 2026-11-28 the 16- and 32-row ones are dependents too (the
+# parallel split's two kernels both), which costs them 0-0.7 us after such a kernel and gains back to back
+# (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md, docs/perf-notes/2026-11-28-m32-pair-as-dependent.md).
+# With the dependent pair at M = 32, back to back the sm80 tiles are the fastest config or within 3% on every H100
+# cell swept (8192x5120: the sm90 GEMM's split 1.021x faster), while on the H200 the sm90 GEMM's split was the
+# fastest config on six of the seven weights of 40 to 64 Mi elements swept, by 1.03x-1.06x on four of them; the
+# model's order has not been timed for the sm90 GEMM since, so the bound stands.
 
 
 def sm80_first_on_sm90_layout(problem: GemmProblem, sm_count: int) -> bool:

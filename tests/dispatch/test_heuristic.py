@@ -138,8 +138,8 @@ def test_sm90_layout_takes_the_decode_path_then_the_sm80_tiles():
         assert pick(17, N, K).path == "sm90" and pick(64, N, K).path == "sm90", (N, K)
     for N, K in [(4096, 4096), (11008, 4096), (8192, 8192)]:
         assert pick(17, N, K).path == "sm80" and pick(33, N, K).path == "sm90", (N, K)
-    # 4 splits of 16 k-tiles, 128 blocks, in one row of 32 tiles: the tile's last split sums them.
-    assert pick(32).name == "32x128x64_w32x32x64_s4_k4s"
+    # 4 splits of 16 k-tiles, 128 blocks, in one row of 32 tiles: the dependent pair sums them.
+    assert pick(32).name == "32x128x64_w32x32x64_s4_k4p"
     assert pick(32, 8192, 2048).name == "32x128x64_w32x32x64_s4_sk132"  # 2 splits only: stream-K
     assert pick(33).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
     # 8192 x 1280: 10 column tiles; the sm80 tiles split 16 ways (8 k-tiles each: few column tiles).

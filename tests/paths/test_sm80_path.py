@@ -480,7 +480,8 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
     (16, 4096, 11008, 2.0e12, 4),           # 1.67 x 132 = 220 blocks < 256
     (16, 14336, 8192, H100_BANDWIDTH, 4),   # 112 tiles x 4 = 448 > 368: never fewer than 4 splits
     (12, 8192, 28672, H100_BANDWIDTH, 4),   # 448 k-tiles, 64 tiles: every M of the 16-row tile
-    # One row of 32-row tiles reads no bandwidth: 3 blocks per SM (64 tiles x 8 = 512 > 396), summed serially.
+    # One row of 32-row tiles reads no bandwidth: 3 blocks per SM (64 tiles x 8 = 512 > 396), summed by the second
+    # kernel (the dependent pair).
     (32, 8192, 8192, H100_BANDWIDTH, 4),
     (32, 8192, 8192, H200_BANDWIDTH, 4),
     (32, 5120, 8192, H200_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 396
@@ -488,7 +489,8 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
 def test_heuristic_16_row_split_follows_the_gpus_memory_bandwidth(M, N, K, bandwidth, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, 132, "sm90", bandwidth)
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k) == (16 if M <= 16 else 32, 128, split)
-    assert cfg.split_k_mode == "serial"  # 32 or more tiles, at most 8 splits
+    # 16-row tiles: 32 or more tiles, at most 8 splits, summed in the kernel; 32-row ones: the pair.
+    assert cfg.split_k_mode == ("serial" if M <= 16 else "parallel")
 
 
 def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
@@ -523,19 +525,21 @@ def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
 ])
 def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
-    # One row of 16- or 32-row tiles: the tile's last split sums the partials in-kernel where the grid has >= 32
-    # tiles and <= 8 splits; two rows of 32-row tiles, 16 splits and fewer tiles keep the second kernel.
-    mode = "serial" if M <= 32 and math.ceil(N / 128) >= 32 and split <= 8 else "parallel"
+    # 16-row tiles: the tile's last split sums the partials in-kernel where the grid has >= 32 tiles and <= 8 splits;
+    # 32-row tiles, 16 splits and fewer tiles keep the second kernel.
+    mode = "serial" if M <= 16 and math.ceil(N / 128) >= 32 and split <= 8 else "parallel"
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (16 if M <= 16 else 32, 128, split, mode)
     assert cfg.stages == 4  # both tiles' split-K was measured with 4 stages
 
 
-def test_heuristic_32_row_serial_split_takes_one_row_of_tiles():
-    # 4096 x 4096: 32 column tiles of 64 k-tiles, 4 splits (12+ k-tiles each). In one row (M = 17..32) the tile's last
-    # split sums them; two rows (M = 33..64, 64 tiles) were not timed as a dependent serial split and keep the pair.
-    for M, mode in ((17, "serial"), (32, "serial"), (33, "parallel"), (64, "parallel")):
+def test_heuristic_32_row_split_is_the_pair_in_one_row_and_two():
+    # 4096 x 4096: 32 column tiles of 64 k-tiles, 4 splits (12+ k-tiles each). The 32-row tiles take the dependent
+    # pair in one row (M = 17..32, where it beat the serial split in both orders) and in two (M = 33..64); the same
+    # grid of 16-row tiles (M = 16) sums its split in the kernel.
+    for M, mode in ((17, "parallel"), (32, "parallel"), (33, "parallel"), (64, "parallel")):
         cfg = heuristic(SM80_ON_SM90_FULL, M, 4096, 4096, layout="sm90")
         assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.split_k_mode) == (32, 128, 4, mode), M
+    assert heuristic(SM80_ON_SM90_FULL, 16, 4096, 4096, layout="sm90").split_k_mode == "serial"
 
 
 @pytest.mark.parametrize("M, N, K, bandwidth, split", [

@@ -126,20 +126,19 @@ _MAX_SPLIT_K = 16
 # against the batched sum the sm90 layout's rule below takes.
 _SPLIT_MODE = "parallel"
 # The sm90 layout's split-K rule below has the tile's last split sum the partials in-kernel (serial) for the 16-row
-# tiles, and for the 32-row ones in one row of tiles (M <= 32), where the grid has at least 32 output tiles and at
-# most 8 splits, else the second kernel (parallel). The last split loads up to 16 float4 a thread of slots before
-# adding any (tile_output.cuh: 4 slots of a 16 x 128 tile, 2 of a 32 x 128 one), so 8 splits of 16 rows take two L2
-# round trips, and the second launch goes. At the same tile and split (A/B beside Marlin, H100 and H200,
-# docs/perf-notes/2026-11-27-serial-split-k-sum-of-slots.md), serial took 0.92x-1.00x the parallel pair's time on
-# every 16-row cell (4 and 8 splits, 32 to 86 tiles). The 32-row tiles were neutral there (0.98x-1.03x at 40 to 86
-# tiles), both launched ordinarily. Since the serial split starts as a programmatic dependent and the pair does not
-# (sm80/kernel/dependent_start.cuh; the pair's GEMM follows an ordinary reduction kernel), back to back the serial
-# 32 x 128 split at M = 32 took 0.92x-0.96x the pair's time at 4 and 8 splits on seven weights of 32 to 86 tiles (H100,
-# interleaved A/B, docs/perf-notes/2026-11-28-m32-serial-split-as-dependent.md), and after an elementwise kernel
-# 1.00x-1.06x: the same trade as the dependent start itself. Two rows of 32-row tiles (M = 33..64) were not timed
-# and keep the pair; so do grids of few tiles (8192 x 1280 at 8 splits: 1.03x / 1.07x with 10 / 20 tiles, ordinary
-# launches) and 16 splits (1.00x-1.18x, 32-row, ordinary).
-_SERIAL_MAX_TILE_M = 32  # in one row of tiles (M <= tile_m)
+# tiles where the grid has at least 32 output tiles and at most 8 splits, else the second kernel (parallel). The
+# last split loads up to 16 float4 a thread of slots before adding any (tile_output.cuh: 4 slots of a 16 x 128 tile,
+# 2 of a 32 x 128 one), so 8 splits of 16 rows take two L2 round trips, and the second launch goes. Both splits
+# start as programmatic dependents (sm80/kernel/dependent_start.cuh; the pair's reduction kernel follows its GEMM as
+# one and releases the next call's GEMM at its start, kernel/splitk_reduce.cuh). At the same tile and split
+# (interleaved A/B, H100, docs/perf-notes/2026-11-28-m32-pair-as-dependent.md):
+# - 16 x 128 at M = 16 (2 to 8 splits, 32 to 86 tiles): serial took 0.91x-1.00x the pair's time back to back and
+#   0.95x-1.06x after an elementwise kernel; it keeps the serial sum, which won by up to 9% back to back.
+# - 32 x 128 at M = 32 (4 and 8 splits, 32 to 64 tiles): the pair took 0.97x-0.98x the serial split's time back to
+#   back and 0.91x-0.99x after an elementwise kernel, so the 32-row tiles take the pair (launched ordinarily, before
+#   the pair was a dependent, the two were level: 0.98x-1.03x).
+# 16 splits lost everywhere measured (1.00x-1.18x, 32-row, both launched ordinarily).
+_SERIAL_TILE_M = 16
 _SERIAL_MIN_TILES = 32
 _SERIAL_MAX_SPLIT_K = 8
 
@@ -224,8 +223,10 @@ _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
 # dependent.md) 8 splits were the fastest 32 x 128 split at 2.4 blocks per SM or fewer (8192x5120 and 11008x4096:
 # 4 splits, at 1.2 and 1.0 blocks per SM, took 1.09x-1.21x the time of 8) and lost to 4 splits at 3.4 (8192x7168,
 # H200 only) and 3.9 (7168x8192 and 8192x8192: 8 splits 1.03x-1.06x the time of 4 on both GPUs, serial and
-# parallel alike), where the bandwidth-scaled bound above would give the H200 8 splits. The bound of 3 lies between
-# 2.4 and 3.4; two rows of 32-row tiles (M = 33..64) were not timed against it and keep 4 blocks per SM.
+# parallel alike), where the bandwidth-scaled bound above would give the H200 8 splits. The sweeps of the pair as a
+# dependent (docs/perf-notes/2026-11-28-m32-pair-as-dependent.md) kept both edges: 8 pair splits beat 4 at 1.9 and
+# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 and 3.9 (8 took 1.03x-1.12x the time of 4). The bound of 3 lies between 2.4 and 3.4; two rows of 32-row tiles
+# (M = 33..64) were not timed against it and keep 4 blocks per SM.
 _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 3
 # Where the weight has few column tiles (under sm_count / 8, dispatch.py's measure of a weight too narrow for the
 # sm90 GEMM) every split adds only that many blocks, and splits of 8 k-tiles paid: 8192x1280 (10 column tiles) took
@@ -286,11 +287,10 @@ def _stream_k(config: Sm80Config, M: int, N: int, K: int, sm_count: int, layout:
     return config.with_split_k(blocks, "streamk") if blocks >= 2 else None  # one block: no grid to share
 
 
-def _summed_in_kernel(config: Sm80Config, M: int, tiles: int, split_k: int) -> bool:
-    """Whether the tile's last split sums ``split_k`` splits of ``tiles`` output tiles (M rows) in the kernel
-    (serial; the _SERIAL_* rule above) rather than a second kernel (parallel)."""
-    return (M <= config.tile_m <= _SERIAL_MAX_TILE_M and tiles >= _SERIAL_MIN_TILES
-            and split_k <= _SERIAL_MAX_SPLIT_K)
+def _summed_in_kernel(config: Sm80Config, tiles: int, split_k: int) -> bool:
+    """Whether the tile's last split sums ``split_k`` splits of ``tiles`` output tiles in the kernel (serial; the
+    _SERIAL_* rule above) rather than a second kernel (parallel)."""
+    return config.tile_m == _SERIAL_TILE_M and tiles >= _SERIAL_MIN_TILES and split_k <= _SERIAL_MAX_SPLIT_K
 
 
 def _short_k(K: int) -> bool:
@@ -298,11 +298,11 @@ def _short_k(K: int) -> bool:
     return K // TILE_K < _SHORT_K_TILES
 
 
-def _short_k_split(config: Sm80Config, M: int, tiles: int, K: int, sm_count: int) -> Sm80Config | None:
+def _short_k_split(config: Sm80Config, tiles: int, K: int, sm_count: int) -> Sm80Config | None:
     """``config`` (16 x 128 on a short K) split serially within one wave, unsplit where its ``tiles`` fill the wave
     alone or K has under 12 k-tiles, or None (stream-K) where the grid is too small for the serial sum
     (_SHORT_K_TILES above)."""
-    if not _summed_in_kernel(config, M, tiles, 1):
+    if not _summed_in_kernel(config, tiles, 1):
         return None
     k_tiles = K // config.tile_k
     splits = [k for k in SWEEP_SPLIT_KS if k <= _SERIAL_MAX_SPLIT_K and tiles * k <= sm_count
@@ -324,16 +324,16 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
         return None
     tiles = config.output_tiles(M, N)
     if (config.tile_m, config.tile_n) == _SMALL_M_FIRST["sm90"] and _short_k(K):
-        return _short_k_split(config, M, tiles, K, sm_count)
+        return _short_k_split(config, tiles, K, sm_count)
     # Below 32 Mi elements only the serial split applies (see above).
     serial_only = config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
-    if serial_only and not _summed_in_kernel(config, M, tiles, _SPLIT_K_MIN_SPLITS):
+    if serial_only and not _summed_in_kernel(config, tiles, _SPLIT_K_MIN_SPLITS):
         return None
     narrow = config.output_tiles(1, N) < _SPLIT_K_NARROW_COLUMN_TILES_PER_SM * sm_count
     min_k_tiles = _SPLIT_K_NARROW_MIN_K_TILES if narrow else _SPLIT_K_MIN_K_TILES
 
     def least_k_tiles(split_k: int) -> int:  # a split's fewest k-tiles
-        return _SERIAL_MIN_K_TILES if serial_only and _summed_in_kernel(config, M, tiles, split_k) else min_k_tiles
+        return _SERIAL_MIN_K_TILES if serial_only and _summed_in_kernel(config, tiles, split_k) else min_k_tiles
 
     splits = [k for k in SWEEP_SPLIT_KS if K // config.tile_k >= least_k_tiles(k) * k
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
@@ -347,7 +347,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     elif M <= config.tile_m:  # one row of 32-row tiles (see above)
         per_sm = _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM
     split_k = max(k for k in splits if k == _SPLIT_K_MIN_SPLITS or tiles * k <= per_sm * sm_count)
-    return config.with_split_k(split_k, "serial" if _summed_in_kernel(config, M, tiles, split_k) else "parallel")
+    return config.with_split_k(split_k, "serial" if _summed_in_kernel(config, tiles, split_k) else "parallel")
 
 
 def _sm90_layout_short_stream_k_rows(configs: list[Sm80Config], stream_k: Sm80Config, M: int, N: int, K: int,
