@@ -60,6 +60,15 @@ def test_grid_table_of_record():
     assert m16_split and all(row.rstrip(" |`").endswith("s") for row in m16_split)
     m32_split = [row for row in rows if "| 32 |" in row and "32x128x64_w32x32x64_s4_k" in row]
     assert m32_split and all(row.rstrip(" |`").endswith("p") for row in m32_split)  # 32-row tiles: the pair
+    # Then M = 32 on the three weights whose 32-row split was summed in the kernel as a dependent (the serial split,
+    # which `auto` took until the pair's two kernels launched as dependents too): 0.82x-0.97x with the ordinary pair.
+    table = grid(seventh + [str(b / f"2026-11-28-h100-{run}-grid-peers.json")
+                            for run in ("sm80-dependent-start", "m32-serial-split")])
+    assert "in 58 of 60 cells in both variants, 60 with zero points" in table
+    assert "| 4096x4096 | 32 | 8.89 | 8.95 | 10.54 vLLM Marlin zp | 0.844 | 0.850 | `32x128x64_w32x32x64_s4_k4s` |" in table
+    assert "| 11008x4096 | 32 | 16.25 | 15.78 | 19.96 vLLM Marlin zp | 0.814 | 0.791 | `32x128x64_w32x32x64_s4_k8s` |" in (
+        table)
+    assert "| 8192x8192 | 32 | 21.72 | 21.72 | 23.19 Marlin sym | 0.937 | 0.937 | `32x128x64_w32x32x64_s4_k8p` |" in table
     assert table in (ROOT / "BENCHMARKS.md").read_text()
 
 

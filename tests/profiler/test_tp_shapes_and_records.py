@@ -97,6 +97,14 @@ def test_tp_table_of_record():
     assert "| 8192x28672 | 16 | 50.8 | 52.7 machete[sym] | 0.963 | 1.22x |" in table
     assert "| 7168x8192 | 16 | 15.5 | 16.1 ist_marlin[sym] | 0.960 | 1.23x |" in table  # its M = 16 floor re-run only
     assert "| 4096x4096 |" not in table
+    # Then M = 32 on five shards with the 32-row split summed in the kernel as a dependent (the serial split, which
+    # `auto` took until the pair's two kernels launched as dependents too).
+    table = load_tool("record_moe_tp").tp_table(
+        floors, peers + dependent_start + [str(b / "2026-11-28-h100-m32-serial-split-tp-peers.json")])
+    assert "in 92 of 96 cells" in table
+    assert "| 3584x8192 | 32 | 11.8 | 12.6 vllm_marlin[zp] | 0.938 | - |" in table
+    assert "| 8192x5120 | 32 | 16.4 | 19.5 vllm_marlin[zp] | 0.838 | - |" in table  # 0.896 before
+    assert "| 4096x4096 |" not in table
     assert table in (ROOT / "BENCHMARKS.md").read_text()
     # The first run of issue 34 (M = 1, 16, 128, 1024, 4096) stays reproducible from its files.
     first = load_tool("record_moe_tp").tp_table(str(b / "2026-11-26-h100-tp-shards-floor.json"),
