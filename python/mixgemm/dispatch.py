@@ -67,7 +67,7 @@ SM80_ON_SM90_LAYOUT_FEW_K_TILES_PER_SM = 12
 # (docs/perf-notes/2026-11-28-sm80-small-tiles-as-dependents.md, docs/perf-notes/2026-11-28-m32-pair-as-dependent.md).
 # With the dependent pair at M = 32, back to back the sm80 tiles are the fastest config or within 3% on every H100
 # cell swept (8192x5120: the sm90 GEMM's split 1.021x faster), while on the H200 the sm90 GEMM's split was the
-# fastest config on six of the seven weights of 40 to 64 Mi elements swept, by 1.03x-1.06x on four of them; the
+# fastest config on six of the seven weights of 40 to 64 Mi elements swept at M = 32, by 1.03x-1.06x on four; the
 # model's order has not been timed for the sm90 GEMM since, so the bound stands.
 
 

@@ -135,9 +135,9 @@ _SPLIT_MODE = "parallel"
 # - 16 x 128 at M = 16 (2 to 8 splits, 32 to 86 tiles): serial took 0.91x-1.00x the pair's time back to back and
 #   0.95x-1.06x after an elementwise kernel; it keeps the serial sum, which won by up to 9% back to back.
 # - 32 x 128 at M = 32 (4 and 8 splits, 32 to 64 tiles): the pair took 0.97x-0.98x the serial split's time back to
-#   back and 0.91x-0.99x after an elementwise kernel, so the 32-row tiles take the pair (launched ordinarily, before
-#   the pair was a dependent, the two were level: 0.98x-1.03x).
-# 16 splits lost everywhere measured (1.00x-1.18x, 32-row, both launched ordinarily).
+#   back and 0.91x-0.99x after an elementwise kernel, so the 32-row tiles take the pair (both launched ordinarily,
+#   the two were level in the serial-sum study: 0.98x-1.03x, docs/perf-notes/2026-11-27-serial-split-k-sum-of-slots.md).
+# The serial sum at 16 splits lost to the pair everywhere measured (1.00x-1.18x, 32-row, both launched ordinarily).
 _SERIAL_TILE_M = 16
 _SERIAL_MIN_TILES = 32
 _SERIAL_MAX_SPLIT_K = 8
@@ -225,8 +225,9 @@ _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
 # H200 only) and 3.9 (7168x8192 and 8192x8192: 8 splits 1.03x-1.06x the time of 4 on both GPUs, serial and
 # parallel alike), where the bandwidth-scaled bound above would give the H200 8 splits. The sweeps of the pair as a
 # dependent (docs/perf-notes/2026-11-28-m32-pair-as-dependent.md) kept both edges: 8 pair splits beat 4 at 1.9 and
-# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 and 3.9 (8 took 1.03x-1.12x the time of 4). The bound of 3 lies between 2.4 and 3.4; two rows of 32-row tiles
-# (M = 33..64) were not timed against it and keep 4 blocks per SM.
+# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4). The
+# bound of 3 lies between 2.4 and 3.4; two rows of 32-row tiles (M = 33..64) were not timed against it and keep 4
+# blocks per SM.
 _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 3
 # Where the weight has few column tiles (under sm_count / 8, dispatch.py's measure of a weight too narrow for the
 # sm90 GEMM) every split adds only that many blocks, and splits of 8 k-tiles paid: 8192x1280 (10 column tiles) took
