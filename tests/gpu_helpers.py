@@ -6,6 +6,7 @@ import torch
 
 from mixgemm import formats
 from mixgemm.layouts import sm90 as sm90_layout
+from mixgemm.layouts.sm80 import dequantize_packed_reference
 
 DEVICE = "cuda"
 
@@ -63,6 +64,18 @@ def sm90_layout_terms(packed):
     G = packed.group_size
     signed = (sm90_layout.unpack_sm90(packed.packed, packed.bits) - (1 << (packed.bits - 1))).double()
     return signed, packed.scales.double().repeat_interleave(G, 0), packed.offsets.double().repeat_interleave(G, 0)
+
+
+def kernel_model_weight(packed) -> torch.Tensor:
+    """The kernels' model of a packed weight of either layout: code * scale + offset in float64, rounded once to the
+    activation dtype (the one fma each kernel does per weight element), back in float64."""
+    if packed.layout == "sm90":
+        signed, s, o = sm90_layout_terms(packed)
+        w = signed * s + o
+    else:
+        w = dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, packed.group_size,
+                                        torch.float64)
+    return w.to(packed.act_dtype).to(torch.float64)
 
 
 # Tolerances of the kernel-model and mathematical-weight references (check_model_and_math): the model (codes *

@@ -15,9 +15,8 @@ import torch
 import mixgemm
 from mixgemm import _C, DecodeConfig, formats, ops, paths, shape_rules, workspace
 from mixgemm.kernel_key import KernelKey
-from mixgemm.layouts import sm90 as sm90_layout
-from mixgemm.layouts.sm80 import dequantize_packed_reference
-from gpu_helpers import DEVICE, poison_allocator, random_activations, random_checkpoint, reference_weight, relative_error
+from gpu_helpers import (DEVICE, kernel_model_weight, poison_allocator, random_activations, random_checkpoint,
+                         reference_weight, relative_error)
 
 pytestmark = pytest.mark.gpu
 
@@ -43,25 +42,12 @@ def _decode_configs(dtype, bits=4, layout="sm80"):
     return mixgemm.compiled_configs(dtype, bits, path="decode", layout=layout)
 
 
-def _model_weight(packed):
-    """code * scale + offset in float64, rounded once to the activation dtype (the kernel's one fma)."""
-    if packed.layout == "sm90":
-        signed = (sm90_layout.unpack_sm90(packed.packed, packed.bits) - (1 << (packed.bits - 1))).double()
-        s = packed.scales.double().repeat_interleave(packed.group_size, 0)
-        o = packed.offsets.double().repeat_interleave(packed.group_size, 0)
-        w = signed * s + o
-    else:
-        w = dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, packed.group_size,
-                                        torch.float64)
-    return w.to(packed.act_dtype).to(torch.float64)
-
-
 def _check(out, x, packed, math_weight, bias=None, model_weight=None):
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), "unwritten (poisoned) or non-finite output elements"
     x64 = x.to(torch.float64)
     extra = bias.to(torch.float64) if bias is not None else 0.0
-    model_weight = _model_weight(packed) if model_weight is None else model_weight
+    model_weight = kernel_model_weight(packed) if model_weight is None else model_weight
     assert relative_error(out, x64 @ model_weight + extra) < MODEL_TOL[packed.act_dtype]
     assert relative_error(out, x64 @ math_weight + extra) < MATH_TOL[packed.act_dtype]
 
@@ -71,7 +57,7 @@ def _check(out, x, packed, math_weight, bias=None, model_weight=None):
 def test_decode_grid_int4(layout, K, N, G, dtype):
     ckpt = random_checkpoint(K, N, G, dtype)
     packed = mixgemm.prepack(ckpt["qweight"], ckpt["scales"], ckpt["qzeros"], G, layout=layout)
-    math_weight, model_weight = reference_weight(ckpt, G), _model_weight(packed)
+    math_weight, model_weight = reference_weight(ckpt, G), kernel_model_weight(packed)
     assert _decode_configs(dtype, layout=layout)
     for base in _decode_configs(dtype, layout=layout):
         for M in range(1, base.rows + 1):

@@ -20,10 +20,9 @@ import pytest
 import torch
 
 import mixgemm
-from mixgemm.layouts.sm80 import dequantize_packed_reference
 from dependent_chains import chain, check_chain, check_chain_in_a_cuda_graph, windows
-from gpu_helpers import (check_model_and_math, poison_allocator, random_activations, random_int_checkpoint,
-                         sm90_layout_terms)
+from gpu_helpers import (check_model_and_math, kernel_model_weight, poison_allocator, random_activations,
+                         random_int_checkpoint)
 
 pytestmark = pytest.mark.gpu
 
@@ -49,21 +48,12 @@ def _small_tile_configs(layout):
     return [c.with_split_k(k, mode) for c in configs for k, mode in SPLITS]
 
 
-def _model_weight(packed):
-    """The kernels' model of a weight: codes * scale + offset, rounded once to fp16, in float64."""
-    if packed.layout == "sm90":
-        signed, s, o = sm90_layout_terms(packed)
-        return (signed * s + o).to(torch.float16).double()
-    return dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, G,
-                                       torch.float64).to(torch.float16).double()
-
-
 def _weight(layout):
     """A random AWQ checkpoint with zero points prepacked to `layout`, the kernels' model of it and the
     mathematical weight."""
     args, keywords, math_w = random_int_checkpoint(K, N, G, torch.float16, 4, True)
     packed = mixgemm.prepack(*args, **keywords, layout=layout)
-    return packed, _model_weight(packed), math_w
+    return packed, kernel_model_weight(packed), math_w
 
 
 @pytest.mark.parametrize("M", [9, 16, 32])

@@ -19,8 +19,8 @@ import torch
 import mixgemm
 from mixgemm import _C, formats, workspace
 from mixgemm.kernel_key import KernelKey
-from mixgemm.layouts.sm80 import dequantize_packed_reference
-from gpu_helpers import DEVICE, poison_allocator, random_activations, random_checkpoint, reference_weight, relative_error
+from gpu_helpers import (DEVICE, kernel_model_weight, poison_allocator, random_activations, random_checkpoint,
+                         reference_weight, relative_error)
 
 pytestmark = pytest.mark.gpu
 
@@ -38,11 +38,6 @@ def _configs(dtype):
     # Collection runs before any GPU check; compiled_configs only reads the extension's table. The sm80 path's
     # configs compiled for sm80-layout weights (the weights every test here packs).
     return mixgemm.compiled_configs(dtype, path="sm80", layout="sm80")
-
-
-def kernel_model_weight(packed: mixgemm.PackedWeight) -> torch.Tensor:
-    w = dequantize_packed_reference(packed.packed, packed.scales, packed.offsets, packed.group_size, torch.float64)
-    return w.to(packed.act_dtype).to(torch.float64)
 
 
 def run_case(M, K, N, G, dtype, config, bias=False):
