@@ -140,7 +140,9 @@ def test_sm90_layout_takes_the_decode_path_then_the_sm80_tiles():
         assert pick(17, N, K).path == "sm80" and pick(33, N, K).path == "sm90", (N, K)
     # 4 splits of 16 k-tiles, 128 blocks, in one row of 32 tiles: the dependent pair sums them.
     assert pick(32).name == "32x128x64_w32x32x64_s4_k4p"
-    assert pick(32, 8192, 2048).name == "32x128x64_w32x32x64_s4_sk132"  # 2 splits only: stream-K
+    # 2 splits only (32 k-tiles): the pair of 2 where it fills 3/4 of the SMs to one wave (64 tiles), else stream-K.
+    assert pick(32, 8192, 2048).name == "32x128x64_w32x32x64_s4_k2p"
+    assert pick(32, 12288, 2048).name == "32x128x64_w32x32x64_s4_sk132"  # 96 tiles: 2 splits pass one wave
     assert pick(33).name == "sm90_64x128x64_c1x1_coop_streamk_k4s"
     # 8192 x 1280: 10 column tiles; the sm80 tiles split 16 ways (8 k-tiles each: few column tiles).
     assert pick(32, 1280, 8192).name == "32x128x64_w32x32x64_s4_k16p"
@@ -162,13 +164,14 @@ def test_the_decode_choice_does_not_depend_on_the_layout():
 
 def test_the_sm80_tiles_of_the_sm90_layout_follow_that_layouts_rule():
     # 9..16 rows of an sm90-layout weight: the sm80 heuristic's sm90-layout choice (from 64 Mi weight elements
-    # 16 x 256, stream-K over 2 blocks per SM; below 32 Mi elements, 16 x 128 at 2 per SM where its grid has too
-    # few tiles for the serial split, else that split), where the sm80 layout's own runs 16 x 128 at 4 blocks per SM.
+    # 16 x 256, stream-K over 2 blocks per SM; below 32 Mi elements, 16 x 128 split-K: the pair where its grid has
+    # too few tiles for the serial split, else that split), where the sm80 layout's own runs 16 x 128 at 4 stream-K
+    # blocks per SM.
     for M in (9, 16):
         cfg = pick(M, 28672, 8192)
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
         small = pick(M, 2560, 8192)
-        assert (small.tile_m, small.tile_n, small.stages, small.split_k_mode) == (16, 128, 4, "streamk")
+        assert (small.tile_m, small.tile_n, small.stages, small.split_k_mode) == (16, 128, 4, "parallel")
         small = pick(M, 4096, 4096)
         assert (small.tile_m, small.tile_n, small.stages, small.split_k_mode) == (16, 128, 4, "serial")
         assert cfg == sm80_path.heuristic(SM80_ON_SM90_FULL, M, 28672, 8192, 132, "sm90")

@@ -114,6 +114,15 @@ SWEEPS = {
     # ordinarily); SUPERSEDED below names the older cells whose pick that moved.
     "2026-11-28-h100-sweep-m32-dependent-pair.json": H100,
     "2026-11-28-h200-sweep-m32-dependent-pair.json": H200,
+    # M = 16 with the dependent pair on the DESIGN weights up to 64 Mi elements, and M = 8..32 on the short grids
+    # (8192x1280, 8192x2560, 8192x3584), where the 16-row tiles' grids of under 32 tiles now take the pair instead of
+    # stream-K and a weight whose one row of tiles split 16 ways stays within 2.5 blocks per SM splits 8 k-tiles
+    # deep; then the cells that rule moved, out of sample (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md).
+    "2026-11-28-h200-sweep-m8-32-narrow-and-m16-dependent-pair.json": H200,
+    "2026-11-28-h200-sweep-narrow-pair-out-of-sample.json": H200,
+    # One row of 32-row tiles split 2 ways where those splits fill 3/4 of the SMs to one wave (read off 2048x8192 at
+    # M = 32 in the first of these two), out of sample.
+    "2026-11-28-h200-sweep-one-wave-pair-out-of-sample.json": H200,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -150,14 +159,25 @@ MISSES = {
     ("2026-11-27-h100-sweep-split-reduction.json", 5120, 1024, 320): 1.032,
     # M = 32 on the H200, weights of 43 to 64 Mi elements, where the sm90 GEMM's split (32 x 256, 3 or 4 splits) was
     # fastest back to back and auto takes the sm80 path's 32-row tiles (dispatch.py: chosen for a model's order, where
-    # the sm80 tiles were within 3%); the dependent pair of 4 splits. 8192x2560 (20 tiles): 16 splits of 8 k-tiles
-    # fastest, where the split rule keeps 12 k-tiles a split on weights of 20 column tiles (8 splits). With the serial
-    # split before them these read 1.030x-1.073x, and 8192x2560 1.207x (2026-11-28-h200-sweep-m32-serial-split.json).
+    # the sm80 tiles were within 3%); the dependent pair of 4 splits. With the serial split before them these read
+    # 1.030x-1.073x (2026-11-28-h200-sweep-m32-serial-split.json).
     ("2026-11-28-h200-sweep-m32-dependent-pair.json", 4096, 11008, 32): 1.044,
     ("2026-11-28-h200-sweep-m32-dependent-pair.json", 7168, 8192, 32): 1.031,
     ("2026-11-28-h200-sweep-m32-dependent-pair.json", 8192, 7168, 32): 1.061,
     ("2026-11-28-h200-sweep-m32-dependent-pair.json", 8192, 8192, 32): 1.048,
-    ("2026-11-28-h200-sweep-m32-dependent-pair.json", 8192, 2560, 32): 1.077,
+    # 8192x2560 M = 16 on the H100: the pair of 16 splits (the rule of the H200 sweeps below), which this sweep timed
+    # launched ordinarily (the dependent launch took 0.85x-0.99x that time at M = 32); stream-K 1.019x, the sm90
+    # GEMM's split of 6 fastest. No H100 sweep of the dependent pair here yet.
+    ("2026-11-28-h100-sweep-m1-32-design-and-m16-small-weights.json", 8192, 2560, 16): 1.040,
+    # The 16-row pair on grids of under 32 tiles, out of sample: two 16-tile grids (N = 2048) where the serial sum of 8
+    # splits was fastest and the pair at the same split took 1.09x-1.11x its time (stream-K 1.12x), and 8192x3072
+    # (24 tiles), 8 splits where 16 summed serially were fastest (the pair of 16: 1.17x; stream-K 1.11x). 4096x2560
+    # M = 64, two rows of 32-row tiles split 8 ways, where the sm90 GEMM's split of 5 was fastest (the rule's 4
+    # splits before it: 1.127x).
+    ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 5632, 2048, 16): 1.108,
+    ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 8192, 2048, 16): 1.110,
+    ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 8192, 3072, 16): 1.044,
+    ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 4096, 2560, 64): 1.035,
     # 8192x28672 M = 16 on the H200: 16 x 256 stream-K (the widest weights' tile on a GPU of 4 TB/s or more), where
     # 16 x 128 split 4 ways was fastest; on the H100 the two-way 16 x 256 split is within 2.0%.
     ("2026-11-28-h200-sweep-m1-32-design.json", 8192, 28672, 16): 1.041,
@@ -268,7 +288,9 @@ def test_every_sweep_of_record_is_read():
     cells = list(_cells())
     assert len(cells) == (18 + 3 + 2 + 18 + 48 + 62 + 10 + 4 + 10 + 8 + 39 + 18 + 17 + 7 + 6 + 15 + 9 + 15 + 9 + 6
                           + 10 + 10 + 30 + 30 + 25 + 14 + 21 + 10 + 3 + 12 + 6 + 9 + 12 + 17 + 24 + 31 + 6 + 8 + 11
-                          + 7 + 3 + 6 + 6 + 9 + 13)  # the last two: the dependent pair's sweeps (H100, H200)
+                          + 7 + 3 + 6 + 6 + 9 + 13  # the dependent pair's sweeps at M = 32 (H100, H200)
+                          + 24 + 11  # the short grids with the pair (H200): the sweep, then out of sample
+                          + 4)  # the one-wave pair of 2 splits, out of sample (H200)
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few
 
 

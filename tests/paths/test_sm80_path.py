@@ -421,13 +421,13 @@ def test_heuristic_16_row_tiles_stream_k_over_four_blocks_per_sm():
 
 def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     # sm80-layout weights: 16 x 128 at 4 stream-K blocks per SM. sm90-layout weights (ldmatrix B fragments):
-    # 16 x 128 at 2 blocks per SM below 32 Mi elements where the grid is too few tiles for the serial split (below),
-    # split-K from there, and 16 x 256 at 2 per SM where the 128-column tiles outnumber the SMs.
+    # 16 x 128 split-K (the pair on a grid too few tiles for the serial split, below), and 16 x 256 at 2 stream-K
+    # blocks per SM where the 128-column tiles outnumber the SMs.
     for M in (9, 16):
         cfg = heuristic(SM80_ON_SM90_FULL, M, 28672, 8192, layout="sm90")
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 256, 3, 264, "streamk")
         cfg = heuristic(SM80_ON_SM90_FULL, M, 2560, 8192, layout="sm90")
-        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 264, "streamk")
+        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 16, "parallel")
         cfg = heuristic(SETS["full"], M, 28672, 8192)
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.split_k, cfg.split_k_mode) == (16, 128, 4, 528, "streamk")
     # The boundary of the wide tile: 132 column tiles of 128 (N = 16896) take 16 x 128, 133 take 16 x 256; on a GPU
@@ -435,9 +435,10 @@ def test_heuristic_16_row_tile_depends_on_the_weight_layout_and_size():
     assert heuristic(SM80_ON_SM90_FULL, 16, 16896, 8192, layout="sm90").tile_n == 128
     assert heuristic(SM80_ON_SM90_FULL, 16, 16896 + 64, 8192, layout="sm90").tile_n == 256
     assert heuristic(SM80_ON_SM90_FULL, 16, 16896, 8192, 114, layout="sm90").tile_n == 256
-    # The path's choose passes the weight's layout on (8192 x 2560: 20 tiles x 128 k-tiles / 8 = 320 units).
+    # The path's choose passes the weight's layout on (8192 x 2560: 16 splits on the sm90 layout, 20 tiles x 128
+    # k-tiles / 8 = 320 stream-K units on the sm80 one).
     problem = GemmProblem(16, 2560, 8192, 128)
-    assert PATHS["sm80"].choose(SM80_ON_SM90_FULL, problem, SM90, H100).split_k == 264
+    assert PATHS["sm80"].choose(SM80_ON_SM90_FULL, problem, SM90, H100).split_k == 16
     assert PATHS["sm80"].choose(SETS["full"], problem, SM80, H100).split_k == 320
     # Where a build lacks 16 x 128 for the sm90 layout, the next preferred tile takes M <= 16.
     without = [c for c in SM80_ON_SM90_FULL if (c.tile_m, c.tile_n) != (16, 128)]
@@ -509,19 +510,24 @@ def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
     (12, 8192, 8192, 8),     # every M of the 16-row tile
     # 32 rows (dispatch runs the sm80 tiles there where the sm90 GEMM's tiles are few: 8192 x 1280).
     (32, 11008, 4096, 4),
-    (32, 1280, 8192, 16),    # 10 column tiles (under 132 / 8): splits of 8 k-tiles
+    (32, 1280, 8192, 16),    # 10 column tiles (10 x 16 splits = 160 <= 2.5 x 132): splits of 8 k-tiles
     (64, 1280, 8192, 16),    # 20 tiles x 16 = 320 blocks
     (32, 1280, 4096, 8),     # 64 k-tiles: 8 splits of 8
     (32, 1280, 8192 + 64, 16),
-    (32, 2176, 8192, 8),     # 17 column tiles: 12 k-tiles a split (128 / 12 -> 8 splits)
-    (32, 2112, 8192, 8),     # 16.5 column tiles round up to 17: not narrow
-    (32, 2560, 8192, 8),     # 20 column tiles, not narrow: 8 splits of 16 k-tiles, summed by the second kernel
+    (32, 2560, 8192, 16),    # 20 column tiles x 16 = 320 <= 330: narrow, 16 splits of 8 k-tiles
+    (32, 2560, 4096, 8),     # 64 k-tiles: 8 splits of 8 (12 a split would allow 4)
+    (32, 2624, 8192, 8),     # 20.5 column tiles round up to 21: 336 > 330, not narrow
+    (32, 2688, 8192, 8),     # 21 column tiles: 12 k-tiles a split (128 / 12 -> 8 splits)
+    (32, 3072, 8192, 8),     # 24 column tiles: not narrow (16 splits: 384 blocks, 2.9 per SM)
+    (16, 2560, 8192, 16),    # 16 rows below 32 Mi elements, 20 tiles (too few for the serial sum): the pair
+    (16, 3584, 8192, 8),     # 28 tiles, not narrow: 8 splits of 16 k-tiles
+    (16, 1024, 5120, 8),     # 8 tiles, 80 k-tiles: 8 splits of 10
     (16, 1280, 32768, 16),   # 16 rows, 40 Mi elements: 512 k-tiles, 16 splits of 32 either way
     (16, 4096, 12288, 16),   # 32 tiles x 16 = 512 blocks, 12 k-tiles a split: 16 splits keep the second kernel
     (16, 3072, 11264, 8),    # 24 tiles (under 32) at 8 splits: summed by the second kernel
     (32, 4096, 4096, 4),
-    (17, 8192, 8192, 4),     # one row of 32-row tiles: 3 blocks per SM (64 tiles x 8 = 512 > 396)
-    (64, 4096, 8192, 8),     # two rows: the rule's 4 blocks per SM (64 tiles x 8 = 512 <= 528; one row's 3: 396)
+    (17, 8192, 8192, 4),     # one row of 32-row tiles: 2.5 blocks per SM (64 tiles x 8 = 512 > 330)
+    (64, 4096, 8192, 8),     # two rows: the rule's 4 blocks per SM (64 tiles x 8 = 512 <= 528; one row's 2.5: 330)
 ])
 def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
@@ -596,11 +602,13 @@ def test_heuristic_16_row_short_k_splits_within_one_wave(M, N, K, sms, split):
 
 
 @pytest.mark.parametrize("M, N, K, tile, split", [
-    (16, 2560, 8192, 16, 264),   # 16 rows below 32 Mi elements, 20 tiles: stream-K over 2 blocks per SM
-    (16, 3968, 4096, 16, 248),   # 31 tiles, too few for the serial sum: 1984 units / 8
+    (16, 3968, 2048, 16, 124),   # 31 tiles (too few for the serial sum), 32 k-tiles: 2 splits of 12+, under 4
     (16, 3968, 1024, 16, 62),    # short K (16 k-tiles) on 31 tiles: too few for the serial sum, 496 units / 8
-    (32, 8192, 2048, 32, 132),   # 32 k-tiles: at most 2 splits of 12+ k-tiles, under 4: stream-K, one block per SM
-    (17, 8192, 2048, 32, 132),   # 2048 units / 132 blocks = 15.5 k-tiles a block: long enough
+    # Under 4 splits of 12+ k-tiles: stream-K over one block per SM, where 2 splits would not fill 3/4 of the SMs to
+    # one wave (below that, the pair of 2).
+    (32, 12288, 2048, 32, 132),  # 96 tiles: 2 splits would pass one wave (192 blocks)
+    (32, 5120, 45 * 64, 32, 132),  # 40 tiles: 2 splits would fill 80 of 132 SMs; 1800 units, 13.6 a block
+    (17, 5120, 45 * 64, 32, 132),
 ])
 def test_heuristic_sm90_layout_keeps_stream_k_where_the_split_is_small(M, N, K, tile, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")
@@ -624,8 +632,9 @@ def test_heuristic_sm90_layout_short_stream_k_takes_two_rows_of_16_row_tiles(M, 
     (33, 8192, 1024, 132, 32, "streamk"),   # 33 rows: 16-row tiles would take three rows
     (16, 8192, 1024, 132, 16, "serial"),    # 16 rows keep their own rule (short K: 2 splits within one wave)
     (32, 8192, 1024, 120, 32, "streamk"),   # 128 tiles of 16 rows over 120 SMs: more than one wave
-    (32, 8192, 2048, 132, 32, "streamk"),   # 15.5 k-tiles a block
-    (32, 8192, 25 * 64, 132, 32, "streamk"),  # 25 k-tiles: 1600 units over 132 blocks, 12.1 each (24: 11.6)
+    (32, 8192, 2048, 132, 32, "parallel"),  # 15.5 k-tiles a block: 2 splits of 16 fill 128 of 132 SMs (below)
+    (32, 8192, 25 * 64, 132, 32, "parallel"),  # 25 k-tiles: 1600 units over 132 blocks, 12.1 each (24: 11.6)
+    (32, 5120, 45 * 64, 132, 32, "streamk"),   # 40 tiles: 2 splits would fill only 80 SMs
 ])
 def test_heuristic_short_stream_k_rule_bounds(M, N, K, sms, tile, mode):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, sms, layout="sm90")

@@ -171,7 +171,7 @@ _STREAM_K_MAX_M = 256
 # narrow weights below) and 0.78x the sm90 GEMM's time, on both GPUs (before the sm90 GEMM's dependent launch; after
 # it 16 splits took 0.98x, dispatch.py).
 _SPLIT_K_SM90_LAYOUT_MAX_M = {(16, 128): 16, (32, 128): _SM90_LAYOUT_MID_M}  # tile -> the rows the rule takes
-_SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, stream-K unless the split is serial (below)
+_SPLIT_K_SM90_LAYOUT_16_ROWS_FROM = 32 << 20  # weight elements: below, the serial split, or the pair on few tiles
 _SPLIT_K_MIN_K_TILES = 12
 # Below 32 Mi elements the 16-row tiles split too where the tile's last split can sum the partials in the kernel
 # (serial: 32 or more tiles, at most 8 splits; _SERIAL_* above), and such a split needs 8 k-tiles: the 32 Mi bound
@@ -179,9 +179,16 @@ _SPLIT_K_MIN_K_TILES = 12
 # config at M = 16 (2026-11-28, `--layout auto`) the serial split this gives was the fastest config or within 0.5% on
 # the H100 on 2048x8192 (4 splits of 8 k-tiles), 3072x8192 and 3584x8192 (4 of 12 / 14), 4096x4096 and 4096x5120
 # (8 of 8; 4096x5120 at M = 12 too), where 16 x 128 stream-K took 1.063x-1.102x the fastest; on the H200 4096x4096
-# took 8 splits fastest, stream-K 1.073x. Grids of under 32 tiles keep stream-K (8192x2560: 20 tiles, stream-K
-# 1.022x the fastest, 8 splits 1.037x summed in the kernel and 1.084x by the second kernel). From 32 Mi elements the
-# splits keep 12 k-tiles, as measured there (8 k-tiles would move some picks to more splits, untimed).
+# took 8 splits fastest, stream-K 1.073x. From 32 Mi elements the splits keep 12 k-tiles, as measured there (8
+# k-tiles would move some picks to more splits, untimed).
+# Grids of under 32 tiles, too few for the serial sum, take the pair (the second kernel's sum, both launched as
+# programmatic dependents) by the rule of 32 Mi elements and more. They took stream-K while the pair launched
+# ordinarily (8192x2560 on the H100: stream-K 1.019x the fastest, the pair of 16 1.040x); in H200 sweeps of the
+# dependent pair at M = 12 / 16 (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md) 16 x 128 stream-K took
+# 1.08x-1.16x the fastest on all ten grids of 8 to 28 tiles, and the pair this rule gives was the fastest config or
+# within 1.2% on seven of them (8192x1024, 8192x1280, 8192x2560, 8192x3584, 10240x2560, 4096x2560, 5120x1024). The
+# three it misses: the two 16-tile grids (N = 2048, 1.11x), where the serial sum of the same 8 splits was fastest,
+# and 8192x3072 (1.044x, 16 serial splits fastest).
 _SERIAL_MIN_K_TILES = 8
 _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
@@ -218,24 +225,28 @@ _SHORT_K_MIN_K_TILES_PER_SPLIT = 3
 # the H100 (3.35 TB/s), whose scaled bound is 2.8 blocks per SM. A GPU whose bandwidth is unknown keeps the rule's
 # bound of 4 blocks per SM.
 _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
-# One row of 32-row tiles (M = 17..32) takes the largest split within 3 blocks per SM, on both GPUs: in sweeps of
+# One row of 32-row tiles (M = 17..32) takes the largest split within 2.5 blocks per SM, on both GPUs: in sweeps of
 # every compiled config at M = 32 (2026-11-28, H100 and H200, docs/perf-notes/2026-11-28-m32-serial-split-as-
 # dependent.md) 8 splits were the fastest 32 x 128 split at 2.4 blocks per SM or fewer (8192x5120 and 11008x4096:
 # 4 splits, at 1.2 and 1.0 blocks per SM, took 1.09x-1.21x the time of 8) and lost to 4 splits at 3.4 (8192x7168,
 # H200 only) and 3.9 (7168x8192 and 8192x8192: 8 splits 1.03x-1.06x the time of 4 on both GPUs, serial and
 # parallel alike), where the bandwidth-scaled bound above would give the H200 8 splits. The sweeps of the pair as a
 # dependent (docs/perf-notes/2026-11-28-m32-pair-as-dependent.md) kept both edges: 8 pair splits beat 4 at 1.9 and
-# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4). The
-# bound of 3 lies between 2.4 and 3.4; two rows of 32-row tiles (M = 33..64) were not timed against it and keep 4
-# blocks per SM.
-_SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 3
-# Where the weight has few column tiles (under sm_count / 8, dispatch.py's measure of a weight too narrow for the
-# sm90 GEMM) every split adds only that many blocks, and splits of 8 k-tiles paid: 8192x1280 (10 column tiles) took
-# 0.98x / 0.93x the time at 16 splits of 8 k-tiles as at 8 of 16, at M = 32 / 64 (H100 sweep of 2026-11-26,
-# docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md; the M = 16 / 32 split study measured 0.97x /
-# 0.92x-0.93x on the H100 and the H200).
+# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4).
+# On the short grids (H200, docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md) 16 splits beat 8 at 2.4 blocks
+# per SM (8192x2560, 10240x2560: 8 splits 1.08x-1.12x the time of 16) and lost at 2.9 (8192x3072: 16 took 1.12x the
+# time of 8) and 3.4 (8192x3584, 1.06x-1.10x). The bound of 2.5 lies between 2.4 and 2.9; two rows of 32-row tiles
+# (M = 33..64) were not timed against it and keep 4 blocks per SM.
+_SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 2.5
+# Where the weight has so few column tiles that one row of them split 16 ways stays within the bound above (2.5
+# blocks per SM: 20 column tiles or fewer on 132 SMs), every split adds only that many blocks, and splits of 8
+# k-tiles paid: 8192x1280 (10 column tiles) took 0.98x / 0.93x the time at 16 splits of 8 k-tiles as at 8 of 16, at
+# M = 32 / 64 (H100 sweep of 2026-11-26, docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md; the
+# M = 16 / 32 split study measured 0.97x / 0.92x-0.93x on the H100 and the H200). With the dependent pair (H200,
+# 2026-11-28) 8192x2560 and 10240x2560 (20 column tiles, beyond the bound of sm_count / 8 before it) took 16 splits
+# fastest at M = 12..32, and 4096x2560 8 splits of 8 k-tiles at M = 16 / 32 (4 splits 1.025x-1.047x); 8192x3072 (24)
+# took 8 splits of 16 at M = 32.
 _SPLIT_K_NARROW_MIN_K_TILES = 8
-_SPLIT_K_NARROW_COLUMN_TILES_PER_SM = 1 / 8
 # Where the split-K rule above finds too few splits for 32 x 128 tiles at M = 17..32 and their stream-K grid would
 # give each block under 12 k-tiles (the split's minimum, for the same pipeline reason), two rows of 16 x 128 tiles
 # unsplit take the problem when they fit in one wave: 1024x8192 (64 column tiles of 16 k-tiles: 128 stream-K blocks
@@ -243,6 +254,13 @@ _SPLIT_K_NARROW_COLUMN_TILES_PER_SM = 1 / 8
 # docs/perf-notes/2026-11-26-replay-fixed-cost.md); 2048x8192 (15.5 k-tiles a block) kept 32 x 128 ahead by 10%.
 # The bound of 12 lies between those two measured points (8 and 15.5 k-tiles a block); none between was timed.
 _SHORT_STREAM_K_ROWS_MAX_M = 32
+# Where that stream-K grid's blocks get 12 k-tiles or more but fewer than 4 splits of 12 qualify, one row of 32 x 128
+# tiles splits 2 ways (the dependent pair) where those splits fill between 3/4 of the SMs and one wave: 2048x8192 at
+# M = 32 (64 tiles of 32 k-tiles: 128 blocks of 16) took 2 splits fastest on the H200, stream-K over 132 blocks
+# 1.06x (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md); the 3/4 is the data-parallel split's own floor
+# for an idle quarter (heuristic below).
+_ONE_WAVE_PAIR_SPLIT = 2
+_ONE_WAVE_PAIR_MIN_FILL = 0.75
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
 
@@ -326,11 +344,13 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     tiles = config.output_tiles(M, N)
     if (config.tile_m, config.tile_n) == _SMALL_M_FIRST["sm90"] and _short_k(K):
         return _short_k_split(config, tiles, K, sm_count)
-    # Below 32 Mi elements only the serial split applies (see above).
-    serial_only = config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
+    # Below 32 Mi elements a grid of 32 tiles or more splits serially alone; a smaller one takes the pair (see above).
+    serial_only = (config.tile_m == 16 and K * N < _SPLIT_K_SM90_LAYOUT_16_ROWS_FROM
+                   and tiles >= _SERIAL_MIN_TILES)
     if serial_only and not _summed_in_kernel(config, tiles, _SPLIT_K_MIN_SPLITS):
         return None
-    narrow = config.output_tiles(1, N) < _SPLIT_K_NARROW_COLUMN_TILES_PER_SM * sm_count
+    narrow = (config.output_tiles(1, N) * max(SWEEP_SPLIT_KS)
+              <= _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM * sm_count)
     min_k_tiles = _SPLIT_K_NARROW_MIN_K_TILES if narrow else _SPLIT_K_MIN_K_TILES
 
     def least_k_tiles(split_k: int) -> int:  # a split's fewest k-tiles
@@ -365,6 +385,19 @@ def _sm90_layout_short_stream_k_rows(configs: list[Sm80Config], stream_k: Sm80Co
     return _with_preferred_stages(rows, "sm90")
 
 
+def _sm90_layout_one_wave_pair(config: Sm80Config, M: int, N: int, K: int, sm_count: int) -> Sm80Config | None:
+    """``config`` (one row of 32 x 128 tiles) split 2 ways as the pair where the 2 splits keep 12 k-tiles each and
+    fill between 3/4 of the SMs and one wave (see above), else None."""
+    if (config.tile_m, config.tile_n) != _SM90_LAYOUT_MID_M_FIRST or M > config.tile_m:
+        return None
+    blocks = config.output_tiles(M, N) * _ONE_WAVE_PAIR_SPLIT
+    if K // config.tile_k < _ONE_WAVE_PAIR_SPLIT * _SPLIT_K_MIN_K_TILES:
+        return None
+    if not _ONE_WAVE_PAIR_MIN_FILL * sm_count <= blocks <= sm_count:
+        return None
+    return config.with_split_k(_ONE_WAVE_PAIR_SPLIT, "parallel")
+
+
 def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, layout: str = "sm80",
               memory_bandwidth: float = 0.0) -> Sm80Config:
     """A tile by M bucket (a 128-row one from M = 65 where it gives every SM 16 k-tiles); on the sm90 layout
@@ -372,7 +405,8 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
     one wave, or unsplit), and two splits of the widest weights' 16 x 256 tiles on a GPU of under 4 TB/s
     (``memory_bandwidth``, bytes per second; 0: unknown); else
     stream-K where the rule above has the tile (on the sm90 layout at M = 17..32, unsplit 16 x 128 tiles instead
-    where its blocks would get under 12 k-tiles), else split-K until the grid keeps the GPU busy."""
+    where its blocks would get under 12 k-tiles, or 2 splits of 32 x 128 where they fill one wave), else split-K until
+    the grid keeps the GPU busy."""
     config = _pick_tile(configs, M, layout, N, K, sm_count)
     if 64 < M <= 256:
         large = _pick_tile(configs, _LARGE_M, layout, N, K, sm_count)
@@ -387,6 +421,9 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
         rows = _sm90_layout_short_stream_k_rows(configs, stream_k, M, N, K, sm_count)
         if rows is not None:
             return rows
+        pair = _sm90_layout_one_wave_pair(config, M, N, K, sm_count)
+        if pair is not None:
+            return pair
     if stream_k is not None:
         return stream_k
     tiles = config.output_tiles(M, N)
