@@ -121,7 +121,7 @@ SWEEPS = {
     "2026-11-28-h200-sweep-m8-32-narrow-and-m16-dependent-pair.json": H200,
     "2026-11-28-h200-sweep-narrow-pair-out-of-sample.json": H200,
     # One row of 32-row tiles split 2 ways where those splits fill 3/4 of the SMs to one wave (read off 2048x8192 at
-    # M = 32 in the first of these two), out of sample.
+    # M = 32 in 2026-11-28-h200-sweep-m8-32-narrow-and-m16-dependent-pair.json), out of sample.
     "2026-11-28-h200-sweep-one-wave-pair-out-of-sample.json": H200,
 }
 TARGET = 1.03
@@ -169,8 +169,9 @@ MISSES = {
     # launched ordinarily (the dependent launch took 0.85x-0.99x that time at M = 32); stream-K 1.019x, the sm90
     # GEMM's split of 6 fastest. No H100 sweep of the dependent pair here yet.
     ("2026-11-28-h100-sweep-m1-32-design-and-m16-small-weights.json", 8192, 2560, 16): 1.040,
-    # The 16-row pair on grids of under 32 tiles, out of sample: two 16-tile grids (N = 2048) where the serial sum of 8
-    # splits was fastest and the pair at the same split took 1.09x-1.11x its time (stream-K 1.12x), and 8192x3072
+    # The 16-row pair on grids of under 32 tiles, out of sample: two 16-tile grids (N = 2048; the pick 8 splits on
+    # 5632x2048, 16 on 8192x2048) where the serial sum of 8 splits was fastest and the pair of 8 took 1.09x-1.11x its
+    # time (the fastest stream-K grid 1.12x), and 8192x3072
     # (24 tiles), 8 splits where 16 summed serially were fastest (the pair of 16: 1.17x; stream-K 1.11x). 4096x2560
     # M = 64, two rows of 32-row tiles split 8 ways, where the sm90 GEMM's split of 5 was fastest (the rule's 4
     # splits before it: 1.127x).

@@ -157,7 +157,7 @@ _STREAM_K = {(16, 64): (2, 8), (16, 128): (4, 8), (16, 256): (2, 8), (64, 128): 
 _STREAM_K_SM90_LAYOUT = {**_STREAM_K, (16, 128): (2, 8), (32, 128): (1, 8)}
 _STREAM_K_MAX_M = 256
 
-# On the sm90 layout 16 x 128 (weights from 32 Mi elements; below, split serially) and 32 x 128 tiles take split-K
+# On the sm90 layout 16 x 128 (weights from 32 Mi elements; below, see the serial split) and 32 x 128 tiles take split-K
 # instead: the largest split of SWEEP_SPLIT_KS that leaves every split at least 12 k-tiles (8 on narrow weights and
 # below 32 Mi elements, both below) and the grid at most 4 blocks per SM, where that is 4 splits or more. Over 14
 # cells at M = 16 and 14 at M = 32 (H100 and H200, interleaved A/B,
@@ -165,8 +165,9 @@ _STREAM_K_MAX_M = 256
 # config of both GPUs (mean 1.01x / 1.02x), against up to 1.09x (M = 16, stream-K) and 1.23x (M = 32, the sm90
 # GEMM) before. A split of 12+ k-tiles keeps a 4-stage pipeline full; more than 4 blocks per SM lost on the H100
 # (8192x14336 M = 16, 8 splits: 1.08x). Where fewer than 4 splits qualify (K under 3072, or more column tiles
-# than SMs) the grid is too small or too crowded, and stream-K spreads the k-tiles better (2048x8192 at M = 32;
-# 1024x8192 see below), except for 16 x 128 tiles on a short K (_SHORT_K_TILES below). 32 x 128 keeps the rule to
+# than SMs) the grid is too small or too crowded, and stream-K spreads the k-tiles better (4096x4096 at M = 16 with
+# the pair launched ordinarily; 1024x8192 and 2048x8192 at M = 32 see below), except for 16 x 128 tiles on a short K
+# (_SHORT_K_TILES below). 32 x 128 keeps the rule to
 # M = 64 (two row tiles): on 8192x1280 at M = 64 its 8 splits took 1.08x / 1.09x the best config (16 splits: see the
 # narrow weights below) and 0.78x the sm90 GEMM's time, on both GPUs (before the sm90 GEMM's dependent launch; after
 # it 16 splits took 0.98x, dispatch.py).
@@ -184,11 +185,12 @@ _SPLIT_K_MIN_K_TILES = 12
 # Grids of under 32 tiles, too few for the serial sum, take the pair (the second kernel's sum, both launched as
 # programmatic dependents) by the rule of 32 Mi elements and more. They took stream-K while the pair launched
 # ordinarily (8192x2560 on the H100: stream-K 1.019x the fastest, the pair of 16 1.040x); in H200 sweeps of the
-# dependent pair at M = 12 / 16 (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md) 16 x 128 stream-K took
-# 1.08x-1.16x the fastest on all ten grids of 8 to 28 tiles, and the pair this rule gives was the fastest config or
-# within 1.2% on seven of them (8192x1024, 8192x1280, 8192x2560, 8192x3584, 10240x2560, 4096x2560, 5120x1024). The
-# three it misses: the two 16-tile grids (N = 2048, 1.11x), where the serial sum of the same 8 splits was fastest,
-# and 8192x3072 (1.044x, 16 serial splits fastest).
+# dependent pair at M = 16 (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md) the fastest 16 x 128 stream-K
+# grid swept took 1.08x-1.16x the fastest config on all ten grids of 8 to 28 tiles, and the pair this rule gives was
+# the fastest config or within 1.2% on seven of them (8192x1024, 8192x1280, 8192x2560, 8192x3584, 10240x2560,
+# 4096x2560, 5120x1024). The three it misses: the two 16-tile grids (N = 2048; 5632x2048 8 splits 1.108x, 8192x2048
+# 16 splits 1.112x), where the serial sum of 8 splits was fastest (the pair of 8 took 1.09x-1.11x its time), and
+# 8192x3072 (1.044x, 16 serial splits fastest).
 _SERIAL_MIN_K_TILES = 8
 _SPLIT_K_MAX_BLOCKS_PER_SM = 4
 _SPLIT_K_MIN_SPLITS = 4
@@ -235,8 +237,10 @@ _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
 # 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4).
 # On the short grids (H200, docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md) 16 splits beat 8 at 2.4 blocks
 # per SM (8192x2560, 10240x2560: 8 splits 1.08x-1.12x the time of 16) and lost at 2.9 (8192x3072: 16 took 1.12x the
-# time of 8) and 3.4 (8192x3584, 1.06x-1.10x). The bound of 2.5 lies between 2.4 and 2.9; two rows of 32-row tiles
-# (M = 33..64) were not timed against it and keep 4 blocks per SM.
+# time of 8) and 3.4 (8192x3584, 1.06x-1.10x). The bound of 2.5 lies between 2.4 and 2.9; it moves 8 splits of 42
+# to 49 column tiles (2.5-3.0 blocks per SM: N of 5376-6272, K of 6144 and more) to 4, where no 8-split grid between
+# 2.4 and 3.4 blocks per SM was timed. Two rows of 32-row tiles (M = 33..64) were not timed against it and keep 4
+# blocks per SM.
 _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 2.5
 # Where the weight has so few column tiles that one row of them split 16 ways stays within the bound above (2.5
 # blocks per SM: 20 column tiles or fewer on 132 SMs), every split adds only that many blocks, and splits of 8
@@ -245,7 +249,10 @@ _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 2.5
 # M = 16 / 32 split study measured 0.97x / 0.92x-0.93x on the H100 and the H200). With the dependent pair (H200,
 # 2026-11-28) 8192x2560 and 10240x2560 (20 column tiles, beyond the bound of sm_count / 8 before it) took 16 splits
 # fastest at M = 12..32, and 4096x2560 8 splits of 8 k-tiles at M = 16 / 32 (4 splits 1.025x-1.047x); 8192x3072 (24)
-# took 8 splits of 16 at M = 32.
+# took 8 splits of 16 at M = 32. The bound reads one row of 32-row tiles' 2.5 blocks per SM for the 16-row tiles and
+# two rows of tiles too: a property of the weight's columns. On 17 to 20 column tiles with K of 2048-2944 (32-46
+# k-tiles) it moved M = 17..32 from unsplit 16-row tiles (below) and M = 33..64 (where dispatch.py takes the sm80
+# tiles) from stream-K to 4 splits of 8-11 k-tiles, as on 16 column tiles and fewer before (untimed).
 _SPLIT_K_NARROW_MIN_K_TILES = 8
 # Where the split-K rule above finds too few splits for 32 x 128 tiles at M = 17..32 and their stream-K grid would
 # give each block under 12 k-tiles (the split's minimum, for the same pipeline reason), two rows of 16 x 128 tiles
@@ -360,7 +367,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
         return None
-    # Every split above keeps to 4 blocks per SM; the 16-row tiles scale it, one row of 32-row tiles lowers it to 3.
+    # Every split above keeps to 4 blocks per SM; the 16-row tiles scale it, one row of 32-row tiles lowers it to 2.5.
     per_sm = _SPLIT_K_MAX_BLOCKS_PER_SM
     if config.tile_m == 16:
         if memory_bandwidth > 0:
