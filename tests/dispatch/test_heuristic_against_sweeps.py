@@ -108,8 +108,8 @@ SWEEPS = {
     # (this one: M = 8..32 on two DESIGN shapes).
     "2026-11-28-h200-sweep-m8-32-dependent-start.json": H200,
     # M = 32 (and 24) since the parallel split's GEMM and reduction kernel launch as programmatic dependents and the
-    # 32-row tiles take that pair, at most 3 blocks per SM in one row of tiles
-    # (docs/perf-notes/2026-11-28-m32-pair-as-dependent.md). They re-time, cell for cell, the sweeps of the serial
+    # 32-row tiles take that pair, at most 3 blocks per SM in one row of tiles then (2.5 since the short grids' sweeps
+    # below; docs/perf-notes/2026-11-28-m32-pair-as-dependent.md). They re-time, cell for cell, the sweeps of the serial
     # split before them (2026-11-28-h100/h200-sweep-m32-serial-split.json, records only: they timed the pair launched
     # ordinarily); SUPERSEDED below names the older cells whose pick that moved.
     "2026-11-28-h100-sweep-m32-dependent-pair.json": H100,
@@ -171,10 +171,9 @@ MISSES = {
     ("2026-11-28-h100-sweep-m1-32-design-and-m16-small-weights.json", 8192, 2560, 16): 1.040,
     # The 16-row pair on grids of under 32 tiles, out of sample: two 16-tile grids (N = 2048; the pick 8 splits on
     # 5632x2048, 16 on 8192x2048) where the serial sum of 8 splits was fastest and the pair of 8 took 1.09x-1.11x its
-    # time (the fastest stream-K grid 1.12x), and 8192x3072
-    # (24 tiles), 8 splits where 16 summed serially were fastest (the pair of 16: 1.17x; stream-K 1.11x). 4096x2560
-    # M = 64, two rows of 32-row tiles split 8 ways, where the sm90 GEMM's split of 5 was fastest (the rule's 4
-    # splits before it: 1.127x).
+    # time (the fastest stream-K grid 1.12x), and 8192x3072 (24 tiles), 8 splits where 16 summed serially were fastest
+    # (the pair of 16: 1.17x; stream-K 1.11x). 4096x2560 M = 64, two rows of 32-row tiles split 8 ways, where the sm90
+    # GEMM's split of 5 was fastest (the rule's 4 splits before it: 1.127x).
     ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 5632, 2048, 16): 1.108,
     ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 8192, 2048, 16): 1.110,
     ("2026-11-28-h200-sweep-narrow-pair-out-of-sample.json", 8192, 3072, 16): 1.044,

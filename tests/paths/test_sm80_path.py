@@ -481,11 +481,11 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
     (16, 4096, 11008, 2.0e12, 4),           # 1.67 x 132 = 220 blocks < 256
     (16, 14336, 8192, H100_BANDWIDTH, 4),   # 112 tiles x 4 = 448 > 368: never fewer than 4 splits
     (12, 8192, 28672, H100_BANDWIDTH, 4),   # 448 k-tiles, 64 tiles: every M of the 16-row tile
-    # One row of 32-row tiles reads no bandwidth: 3 blocks per SM (64 tiles x 8 = 512 > 396), summed by the second
+    # One row of 32-row tiles reads no bandwidth: 2.5 blocks per SM (64 tiles x 8 = 512 > 330), summed by the second
     # kernel (the dependent pair).
     (32, 8192, 8192, H100_BANDWIDTH, 4),
     (32, 8192, 8192, H200_BANDWIDTH, 4),
-    (32, 5120, 8192, H200_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 396
+    (32, 5120, 8192, H200_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 330
 ])
 def test_heuristic_16_row_split_follows_the_gpus_memory_bandwidth(M, N, K, bandwidth, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, 132, "sm90", bandwidth)

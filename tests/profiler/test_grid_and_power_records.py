@@ -90,23 +90,19 @@ def test_h200_grid_table_of_record():
     assert "| 11008x4096 | 512 | 62.14 | 62.23 | 64.37 cuBLAS fp16 | 0.965 | 0.967 |" in table
     # 2026-11-28: the changed and behind cells (28672x8192 M = 128, 4096x4096 M = 256, 4096x11008 M = 4096), then
     # 4096x4096 M = 16 with the 16-row serial split.
-    table = load_tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
-                                             str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json"),
-                                             str(b / "2026-11-27-h200-row-block-loop-peers.json"),
-                                             str(b / "2026-11-28-h200-grid-cells-peers.json"),
-                                             str(b / "2026-11-28-h200-m16-serial-split-grid-peers.json")])
+    runs = [str(b / name) for name in ("2026-11-27-h200-grid-serial-split-peers.json",
+                                       "2026-11-27-h200-m128-256-two-ahead-peers.json",
+                                       "2026-11-27-h200-row-block-loop-peers.json",
+                                       "2026-11-28-h200-grid-cells-peers.json",
+                                       "2026-11-28-h200-m16-serial-split-grid-peers.json")]
+    table = load_tool("record_grid").grid_table(runs)
     assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
     assert "in 59 of 60 cells in both variants, 60 with zero points" in table
     assert "| 4096x4096 | 256 | 16.45 | 16.52 | 16.90 cuBLAS fp16 | 0.973 | 0.977 |" in table
     assert "| 4096x4096 | 16 | 7.95 | 7.93 | 9.47 vLLM Marlin zp | 0.840 | 0.838 | `16x128x64_w16x32x64_s4_k8s` |" in table
     assert "| 8192x8192 | 32 | 20.98 | 21.08 | 23.45 Marlin sym | 0.895 | 0.899 | `32x128x64_w32x32x64_s4_k8s` |" in table
     # Then M = 32 on the four weights up to 64 Mi elements with the 32-row tiles' dependent pair.
-    table = load_tool("record_grid").grid_table([str(b / "2026-11-27-h200-grid-serial-split-peers.json"),
-                                             str(b / "2026-11-27-h200-m128-256-two-ahead-peers.json"),
-                                             str(b / "2026-11-27-h200-row-block-loop-peers.json"),
-                                             str(b / "2026-11-28-h200-grid-cells-peers.json"),
-                                             str(b / "2026-11-28-h200-m16-serial-split-grid-peers.json"),
-                                             str(b / "2026-11-28-h200-m32-dependent-pair-grid-peers.json")])
+    table = load_tool("record_grid").grid_table(runs + [str(b / "2026-11-28-h200-m32-dependent-pair-grid-peers.json")])
     assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
     assert "in 59 of 60 cells in both variants, 60 with zero points" in table
     assert "| 8192x8192 | 32 | 19.63 | 19.59 | 23.35 Marlin sym | 0.841 | 0.839 | `32x128x64_w32x32x64_s4_k4p` |" in table

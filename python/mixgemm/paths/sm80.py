@@ -264,10 +264,11 @@ _SHORT_STREAM_K_ROWS_MAX_M = 32
 # Where that stream-K grid's blocks get 12 k-tiles or more but fewer than 4 splits of 12 qualify, one row of 32 x 128
 # tiles splits 2 ways (the dependent pair) where those splits fill between 3/4 of the SMs and one wave: 2048x8192 at
 # M = 32 (64 tiles of 32 k-tiles: 128 blocks of 16) took 2 splits fastest on the H200, stream-K over 132 blocks
-# 1.06x (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md); the 3/4 is the data-parallel split's own floor
-# for an idle quarter (heuristic below).
+# 1.06x (docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md); the 3/4 is the data-parallel split's floor
+# below (_ONE_WAVE_MIN_FILL).
 _ONE_WAVE_PAIR_SPLIT = 2
-_ONE_WAVE_PAIR_MIN_FILL = 0.75
+# A grid fills one wave where it leaves under a quarter of the SMs idle.
+_ONE_WAVE_MIN_FILL = 0.75
 # 128-row stream-K tiles take M = 65..256 where every SM gets this many k-tiles of them.
 _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM = 16
 
@@ -400,7 +401,7 @@ def _sm90_layout_one_wave_pair(config: Sm80Config, M: int, N: int, K: int, sm_co
     blocks = config.output_tiles(M, N) * _ONE_WAVE_PAIR_SPLIT
     if K // config.tile_k < _ONE_WAVE_PAIR_SPLIT * _SPLIT_K_MIN_K_TILES:
         return None
-    if not _ONE_WAVE_PAIR_MIN_FILL * sm_count <= blocks <= sm_count:
+    if not _ONE_WAVE_MIN_FILL * sm_count <= blocks <= sm_count:
         return None
     return config.with_split_k(_ONE_WAVE_PAIR_SPLIT, "parallel")
 
@@ -439,7 +440,7 @@ def heuristic(configs: list[Sm80Config], M: int, N: int, K: int, sm_count: int, 
         want = math.ceil(_BLOCKS_PER_SM[config.tile_m] * sm_count / tiles)
     else:
         # One wave: split only when the tiles leave a quarter of the SMs idle.
-        want = math.ceil(sm_count / tiles) if tiles < 0.75 * sm_count else 1
+        want = math.ceil(sm_count / tiles) if tiles < _ONE_WAVE_MIN_FILL * sm_count else 1
     min_k_tiles = _MIN_K_TILES_PER_SPLIT.get(config.tile_m, _MIN_K_TILES_PER_SPLIT_LARGE)
     split_k = max(1, min(want, k_tiles // min_k_tiles, _MAX_SPLIT_K))
     return config.with_split_k(split_k, "none" if split_k == 1 else _SPLIT_MODE)
