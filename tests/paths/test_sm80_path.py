@@ -481,11 +481,14 @@ def test_heuristic_widest_weights_split_by_the_gpus_memory_bandwidth(M):
     (16, 4096, 11008, 2.0e12, 4),           # 1.67 x 132 = 220 blocks < 256
     (16, 14336, 8192, H100_BANDWIDTH, 4),   # 112 tiles x 4 = 448 > 368: never fewer than 4 splits
     (12, 8192, 28672, H100_BANDWIDTH, 4),   # 448 k-tiles, 64 tiles: every M of the 16-row tile
-    # One row of 32-row tiles reads no bandwidth: 2.5 blocks per SM (64 tiles x 8 = 512 > 330), summed by the second
+    # One row of 32-row tiles reads no bandwidth: 3 blocks per SM (64 tiles x 8 = 512 > 396), summed by the second
     # kernel (the dependent pair).
     (32, 8192, 8192, H100_BANDWIDTH, 4),
     (32, 8192, 8192, H200_BANDWIDTH, 4),
-    (32, 5120, 8192, H200_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 330
+    (32, 5120, 8192, H200_BANDWIDTH, 8),    # 40 tiles x 8 = 320 <= 396
+    (32, 6144, 8192, H100_BANDWIDTH, 8),    # 48 tiles x 8 = 384 <= 396 (2.9 per SM)
+    (32, 6144, 8192, H200_BANDWIDTH, 8),
+    (32, 7168, 8192, H200_BANDWIDTH, 4),    # 56 tiles x 8 = 448 > 396 (3.4 per SM)
 ])
 def test_heuristic_16_row_split_follows_the_gpus_memory_bandwidth(M, N, K, bandwidth, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, 132, "sm90", bandwidth)
@@ -519,6 +522,10 @@ def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
     (32, 2624, 8192, 8),     # 20.5 column tiles round up to 21: 336 > 330, not narrow
     (32, 2688, 8192, 8),     # 21 column tiles: 12 k-tiles a split (128 / 12 -> 8 splits)
     (32, 3072, 8192, 8),     # 24 column tiles: not narrow (16 splits: 384 blocks, 2.9 per SM)
+    (32, 3072, 12288, 16),   # not narrow, but 192 k-tiles: 16 splits of 12, 384 blocks <= one row's 3 per SM (396)
+    (32, 6144, 8192, 8),     # 48 column tiles x 8 = 384 <= 396
+    (24, 6272, 8192, 8),     # 49 column tiles x 8 = 392 <= 396
+    (32, 6400, 8192, 4),     # 50 column tiles x 8 = 400 > 396
     (16, 2560, 8192, 16),    # 16 rows below 32 Mi elements, 20 tiles (too few for the serial sum): the pair
     (16, 3584, 8192, 8),     # 28 tiles, not narrow: 8 splits of 16 k-tiles
     (16, 1024, 5120, 8),     # 8 tiles, 80 k-tiles: 8 splits of 10
@@ -526,8 +533,8 @@ def test_heuristic_widest_weights_from_17_rows_read_no_bandwidth():
     (16, 4096, 12288, 16),   # 32 tiles x 16 = 512 blocks, 12 k-tiles a split: 16 splits keep the second kernel
     (16, 3072, 11264, 8),    # 24 tiles (under 32) at 8 splits: summed by the second kernel
     (32, 4096, 4096, 4),
-    (17, 8192, 8192, 4),     # one row of 32-row tiles: 2.5 blocks per SM (64 tiles x 8 = 512 > 330)
-    (64, 4096, 8192, 8),     # two rows: the rule's 4 blocks per SM (64 tiles x 8 = 512 <= 528; one row's 2.5: 330)
+    (17, 8192, 8192, 4),     # one row of 32-row tiles: 3 blocks per SM (64 tiles x 8 = 512 > 396)
+    (64, 4096, 8192, 8),     # two rows: the rule's 4 blocks per SM (64 tiles x 8 = 512 <= 528; one row's 3: 396)
 ])
 def test_heuristic_sm90_layout_splits_k_for_16_and_32_row_tiles(M, N, K, split):
     cfg = heuristic(SM80_ON_SM90_FULL, M, N, K, layout="sm90")

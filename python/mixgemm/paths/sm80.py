@@ -227,32 +227,36 @@ _SHORT_K_MIN_K_TILES_PER_SPLIT = 3
 # the H100 (3.35 TB/s), whose scaled bound is 2.8 blocks per SM. A GPU whose bandwidth is unknown keeps the rule's
 # bound of 4 blocks per SM.
 _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
-# One row of 32-row tiles (M = 17..32) takes the largest split within 2.5 blocks per SM, on both GPUs: in sweeps of
+# One row of 32-row tiles (M = 17..32) takes the largest split within 3 blocks per SM, on both GPUs: in sweeps of
 # every compiled config at M = 32 (2026-11-28, H100 and H200, docs/perf-notes/2026-11-28-m32-serial-split-as-
 # dependent.md) 8 splits were the fastest 32 x 128 split at 2.4 blocks per SM or fewer (8192x5120 and 11008x4096:
 # 4 splits, at 1.2 and 1.0 blocks per SM, took 1.09x-1.21x the time of 8) and lost to 4 splits at 3.4 (8192x7168,
 # H200 only) and 3.9 (7168x8192 and 8192x8192: 8 splits 1.03x-1.06x the time of 4 on both GPUs, serial and
 # parallel alike), where the bandwidth-scaled bound above would give the H200 8 splits. The sweeps of the pair as a
 # dependent (docs/perf-notes/2026-11-28-m32-pair-as-dependent.md) kept both edges: 8 pair splits beat 4 at 1.9 and
-# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4).
-# On the short grids (H200, docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md) 16 splits beat 8 at 2.4 blocks
-# per SM (8192x2560, 10240x2560: 8 splits 1.08x-1.12x the time of 16) and lost at 2.9 (8192x3072: 16 took 1.12x the
-# time of 8) and 3.4 (8192x3584, 1.06x-1.10x). The bound of 2.5 lies between 2.4 and 2.9; it moves 8 splits of 42
-# to 49 column tiles (2.5-3.0 blocks per SM: N of 5376-6272, K of 6144 and more) to 4, where no 8-split grid between
-# 2.4 and 3.4 blocks per SM was timed. Two rows of 32-row tiles (M = 33..64) were not timed against it and keep 4
-# blocks per SM.
-_SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 2.5
-# Where the weight has so few column tiles that one row of them split 16 ways stays within the bound above (2.5
-# blocks per SM: 20 column tiles or fewer on 132 SMs), every split adds only that many blocks, and splits of 8
-# k-tiles paid: 8192x1280 (10 column tiles) took 0.98x / 0.93x the time at 16 splits of 8 k-tiles as at 8 of 16, at
-# M = 32 / 64 (H100 sweep of 2026-11-26, docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md; the
-# M = 16 / 32 split study measured 0.97x / 0.92x-0.93x on the H100 and the H200). With the dependent pair (H200,
-# 2026-11-28) 8192x2560 and 10240x2560 (20 column tiles, beyond the bound of sm_count / 8 before it) took 16 splits
-# fastest at M = 12..32, and 4096x2560 8 splits of 8 k-tiles at M = 16 / 32 (4 splits 1.025x-1.047x); 8192x3072 (24)
-# took 8 splits of 16 at M = 32. The bound reads one row of 32-row tiles' 2.5 blocks per SM for the 16-row tiles and
-# two rows of tiles too: a property of the weight's columns. On 17 to 20 column tiles with K of 2048-2944 (32-46
-# k-tiles) it moved M = 17..32 from unsplit 16-row tiles (below) and M = 33..64 (where dispatch.py takes the sm80
-# tiles) from stream-K to 4 splits of 8-11 k-tiles, as on 16 column tiles and fewer before (untimed).
+# 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4);
+# and 8192x6144 (48 column tiles) took 8 splits fastest at 2.9 blocks per SM, M = 24 / 32 (H200; 4 splits
+# 1.12x-1.14x the time, docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md). The bound of 3 lies between 2.9
+# and 3.4. Splits of under 12 k-tiles hold a lower one (the narrow weights' below). Two rows of 32-row tiles
+# (M = 33..64) were not timed against it and keep 4 blocks per SM.
+_SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 3
+# Where the weight has so few column tiles that one row of them split 16 ways stays within 2.5 blocks per SM (20
+# column tiles or fewer on 132 SMs), every split adds only that many blocks, and splits of 8 k-tiles paid: 8192x1280
+# (10 column tiles) took 0.98x / 0.93x the time at 16 splits of 8 k-tiles as at 8 of 16, at M = 32 / 64 (H100 sweep
+# of 2026-11-26, docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md; the M = 16 / 32 split study
+# measured 0.97x / 0.92x-0.93x on the H100 and the H200). With the dependent pair (H200, 2026-11-28) 8192x2560 and
+# 10240x2560 (20 column tiles, 2.4 blocks per SM at 16 splits) took 16 splits fastest at M = 12..32, and 4096x2560
+# 8 splits of 8 k-tiles at M = 16 / 32 (4 splits 1.025x-1.047x); 8192x3072 (24 column tiles: 2.9 blocks per SM)
+# took 16 splits of 8 k-tiles at 1.12x the time of 8 of 16 at M = 32, where 8192x6144 took 8 splits of 16 k-tiles
+# fastest at the same 2.9 blocks per SM (above): a short split's fixed cost (its pipeline fill and partial tile)
+# weighs on fewer k-tiles. The bound of 2.5 lies between 2.4 and 2.9. It reads one row of 32-row tiles for the
+# 16-row tiles and two rows of tiles too: a property of the weight's columns. On 17 to 20 column tiles with K of
+# 2048-2944 (32-46 k-tiles) it moves M = 17..32 from unsplit 16-row tiles (below) and M = 33..64 (where dispatch.py
+# takes the sm80 tiles) from stream-K to 4 splits of 8-11 k-tiles, as on 16 column tiles and fewer before. Swept
+# (H200): the pick was the fastest config on 2048x2560 at M = 24 / 64 and 2944x2560 at M = 32; 2944x2560 at M = 64
+# took 8 splits of 6 k-tiles fastest (the pick 1.036x, the fastest stream-K grid 1.10x), and 2048x2560 at M = 48
+# three rows of 16 x 128 tiles split 4 ways serially (the pick 1.115x, the fastest stream-K grid 1.14x).
+_SPLIT_K_NARROW_MAX_BLOCKS_PER_SM = 2.5
 _SPLIT_K_NARROW_MIN_K_TILES = 8
 # Where the split-K rule above finds too few splits for 32 x 128 tiles at M = 17..32 and their stream-K grid would
 # give each block under 12 k-tiles (the split's minimum, for the same pipeline reason), two rows of 16 x 128 tiles
@@ -357,8 +361,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
                    and tiles >= _SERIAL_MIN_TILES)
     if serial_only and not _summed_in_kernel(config, tiles, _SPLIT_K_MIN_SPLITS):
         return None
-    narrow = (config.output_tiles(1, N) * max(SWEEP_SPLIT_KS)
-              <= _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM * sm_count)
+    narrow = config.output_tiles(1, N) * max(SWEEP_SPLIT_KS) <= _SPLIT_K_NARROW_MAX_BLOCKS_PER_SM * sm_count
     min_k_tiles = _SPLIT_K_NARROW_MIN_K_TILES if narrow else _SPLIT_K_MIN_K_TILES
 
     def least_k_tiles(split_k: int) -> int:  # a split's fewest k-tiles
@@ -368,7 +371,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
               and tiles * k <= _SPLIT_K_MAX_BLOCKS_PER_SM * sm_count]
     if not splits or max(splits) < _SPLIT_K_MIN_SPLITS:
         return None
-    # Every split above keeps to 4 blocks per SM; the 16-row tiles scale it, one row of 32-row tiles lowers it to 2.5.
+    # Every split above keeps to 4 blocks per SM; the 16-row tiles scale it, one row of 32-row tiles lowers it to 3.
     per_sm = _SPLIT_K_MAX_BLOCKS_PER_SM
     if config.tile_m == 16:
         if memory_bandwidth > 0:
