@@ -106,6 +106,11 @@ def test_h200_grid_table_of_record():
     assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
     assert "in 59 of 60 cells in both variants, 60 with zero points" in table
     assert "| 8192x8192 | 32 | 19.63 | 19.59 | 23.35 Marlin sym | 0.841 | 0.839 | `32x128x64_w32x32x64_s4_k4p` |" in table
+    # Then 4096x11008 M = 32 with the pair's reduction loading its partials in batches.
+    table = load_tool("record_grid").grid_table(runs + [str(b / name) for name in (
+        "2026-11-28-h200-m32-dependent-pair-grid-peers.json", "2026-11-28-h200-split-k-reduction-batch-grid-peers.json")])
+    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    assert "| 4096x11008 | 32 | 15.24 | 15.21 | 17.94 Marlin sym | 0.850 | 0.848 | `32x128x64_w32x32x64_s4_k4p` |" in table
     assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
 
 
