@@ -127,9 +127,10 @@ SWEEPS = {
     # The cells the short-grid rules moved without a sweep: 8192x6144 at M = 24 / 32 (which put one row's bound back to
     # 3 blocks per SM) and 17-20 column tiles with K of 2048-2944 at M = 24..64.
     # All the sweeps above timed the parallel split's reduction loading one partial a split; since it loads them in
-    # batches the pair takes 0.89x-0.99x that time back to back (docs/perf-notes/2026-11-28-split-k-reduction-batched-
-    # loads.md). Where the pair is the pick its verdict can only have improved; where another config is, a pair config
-    # may now be faster than these show.
+    # batches the pair of 4 splits or more takes 0.91x-0.99x that time back to back, the pair of 2 1.022x (A/B,
+    # docs/perf-notes/2026-11-28-split-k-reduction-batched-loads.md). So the verdicts may have moved either way: a
+    # pair of 4+ splits picked over another kind of config can only have gained, but a pair of 2 may have lost, and
+    # a pair of another split or a close pair behind another pick may now be faster than these show.
     "2026-11-28-h200-sweep-short-grid-untimed-moves.json": H200,
 }
 TARGET = 1.03

@@ -236,7 +236,7 @@ _SPLIT_K_16_ROWS_FULL_GRID_BANDWIDTH = 4.8e12  # bytes per second
 # dependent (docs/perf-notes/2026-11-28-m32-pair-as-dependent.md) kept both edges: 8 pair splits beat 4 at 1.9 and
 # 2.4 blocks per SM (K of 8192 and more), 4 beat 8 at 3.4 (H200 only) and 3.9 (8 took 1.03x-1.12x the time of 4);
 # and 8192x6144 (48 column tiles) took 8 splits fastest at 2.9 blocks per SM, M = 24 / 32 (H200; 4 splits
-# 1.12x-1.14x the time, docs/perf-notes/2026-11-28-narrow-grids-dependent-pair.md). The bound of 3 lies between 2.9
+# 1.12x-1.14x the time, docs/perf-notes/2026-11-28-split-k-reduction-batched-loads.md). The bound of 3 lies between 2.9
 # and 3.4. Splits of under 12 k-tiles hold a lower one (the narrow weights' below). Two rows of 32-row tiles
 # (M = 33..64) were not timed against it and keep 4 blocks per SM.
 _SPLIT_K_32_ROWS_ONE_ROW_MAX_BLOCKS_PER_SM = 3

@@ -5,8 +5,8 @@
 // M = 16 on N = 2048), each thread's loads are all it does, and an add that waits for a load stops the thread
 // issuing the next. So the partials are loaded in batches before any of them is added, and their L2 round trips
 // overlap, as the serial split's in-kernel sum does (tile_output.cuh, sum_slots): one round trip for up to 8 splits,
-// two for 16, where a loop of one load and one add a split (unrolled by 4 in its PTX, the remainder one at a time)
-// took four for 8 splits and six for 16.
+// three for 16 (1 + 7, 7, then 1), where a loop of one load and one add a split (unrolled by 4 in its PTX, the
+// remainder one at a time) took four for 8 splits and six for 16.
 // Behind the small tiles' GEMM (kernel/dependent_start.cuh) it is launched as a programmatic dependent: its blocks
 // land in the slots the GEMM leaves while the GEMM streams, so its launch leaves the critical path. It releases the
 // next dependent grid (the next call's GEMM, which prefetches its first k-tiles and then waits for this kernel) before
