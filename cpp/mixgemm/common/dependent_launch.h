@@ -49,12 +49,12 @@ bool carries_dependent_wait() {
   return wait;
 }
 
-// Launches kKernel<<<grid, block, shared_bytes, stream>>>(args...), as a programmatic dependent where its code
-// carries the wait (carries_dependent_wait), else ordinarily. Throws std::runtime_error naming `name` on a failed
-// launch.
+// Launches kKernel<<<grid, block, shared_bytes, stream>>>(args...): as a programmatic dependent where the caller
+// asks for one (`as_dependent`) and its code carries the wait (carries_dependent_wait), else ordinarily. Throws
+// std::runtime_error naming `name` on a failed launch.
 template <auto kKernel, typename... Args>
-void launch_dependent(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
-                      Args&&... args) {
+void launch_kernel(bool as_dependent, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   const char* name, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -63,7 +63,7 @@ void launch_dependent(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s
   cudaLaunchAttribute dependent;
   dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent.val.programmaticStreamSerializationAllowed = 1;
-  if (carries_dependent_wait<kKernel>()) {
+  if (as_dependent && carries_dependent_wait<kKernel>()) {
     config.attrs = &dependent;
     config.numAttrs = 1;
   }

@@ -24,8 +24,8 @@ void launch_gemv(const GemmArgs& args, cudaStream_t stream) {
   const dim3 grid(args.N / kStripN, args.split_k);
   // Started as a programmatic dependent on compute capability 9.0 on: the kernel prefetches its weights
   // while the previous kernel on the stream ends (the prologue of gemv_kernel.cuh says what waits for what).
-  launch_dependent<gemv_kernel<T, Bits, kMTiles, kWarps, kFoldK, kLayout>>(grid, dim3(32 * kWarps), 0, stream,
-                                                                          "gemv_kernel", params);
+  launch_kernel<gemv_kernel<T, Bits, kMTiles, kWarps, kFoldK, kLayout>>(true, grid, dim3(32 * kWarps), 0, stream,
+                                                                       "gemv_kernel", params);
 }
 
 }  // namespace mixgemm::decode

@@ -32,8 +32,8 @@ void launch_grouped_gemv(const GroupedArgs& args, cudaStream_t stream) {
   // Direct: one block per slot, no routing blocks.
   const int blocks = args.direct.topk_ids != nullptr ? args.num_slots : args.max_blocks;
   const dim3 grid(args.N / decode::kStripN, args.split_k, blocks);
-  launch_dependent<decode::gemv_kernel<T, Bits, 1, kWarps, kFoldK, Layout, kMoe>>(grid, dim3(32 * kWarps), 0, stream,
-                                                                                 "grouped gemv_kernel", params);
+  launch_kernel<decode::gemv_kernel<T, Bits, 1, kWarps, kFoldK, Layout, kMoe>>(true, grid, dim3(32 * kWarps), 0,
+                                                                              stream, "grouped gemv_kernel", params);
 }
 
 }  // namespace mixgemm::moe

@@ -89,7 +89,7 @@ void read_floor(const ReadBuffer* buffers, int count, uint32_t* folded, cudaStre
     return "read_floor: " + std::to_string(device.sm_count) + " SMs need " + std::to_string(blocks) +
            " blocks, more than the " + std::to_string(kReadFloorMaxBlocks) + " entries of folded";
   });
-  launch_dependent<read_floor_kernel>(dim3(blocks), dim3(kThreads), 0, stream, "read_floor_kernel", args, folded);
+  launch_kernel<read_floor_kernel>(true, dim3(blocks), dim3(kThreads), 0, stream, "read_floor_kernel", args, folded);
 }
 
 }  // namespace mixgemm::peers

@@ -94,14 +94,10 @@ void launch_gemm(const GemmArgs& args, cudaStream_t stream) {
       {args.workspace, args.semaphores},
       Schedule::params(args, TileM, TileN)};
   const dim3 grid = Schedule::grid(args, params.schedule, TileM, TileN);
-  if (dependent) {
-    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const int shared_bytes = dependent_shared_bytes(blocks, Loop::kSharedBytes, static_bytes, device);
-    launch_dependent<kernel_fn>(grid, dim3(Loop::kThreads), shared_bytes, stream, "gemm_mixed_kernel", params);
-  } else {
-    kernel_fn<<<grid, Loop::kThreads, Loop::kSharedBytes, stream>>>(params);
-    check_launch("gemm_mixed_kernel");
-  }
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  const int shared_bytes =
+      dependent ? dependent_shared_bytes(blocks, Loop::kSharedBytes, static_bytes, device) : Loop::kSharedBytes;
+  launch_kernel<kernel_fn>(dependent, grid, dim3(Loop::kThreads), shared_bytes, stream, "gemm_mixed_kernel", params);
   Schedule::template after_kernel<T>(args, stream, dependent);
 }
 

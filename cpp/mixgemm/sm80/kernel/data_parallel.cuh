@@ -66,13 +66,8 @@ struct DataParallel {
     const dim3 grid(static_cast<unsigned>((threads + kThreads - 1) / kThreads));
     const auto* bias = static_cast<const T*>(args.bias);
     auto* D = static_cast<T*>(args.D);
-    if (dependent) {
-      launch_dependent<splitk_reduce_kernel<T>>(grid, dim3(kThreads), 0, stream, "splitk_reduce_kernel",
-                                                 args.workspace, bias, D, args.M, args.N, args.split_k);
-      return;
-    }
-    splitk_reduce_kernel<T><<<grid, kThreads, 0, stream>>>(args.workspace, bias, D, args.M, args.N, args.split_k);
-    check_launch("splitk_reduce_kernel");
+    launch_kernel<splitk_reduce_kernel<T>>(dependent, grid, dim3(kThreads), 0, stream, "splitk_reduce_kernel",
+                                           args.workspace, bias, D, args.M, args.N, args.split_k);
   }
 
   // Device: this block's tile and split.

@@ -2,11 +2,8 @@
 // Memory bound: reads split_k fp32 values and writes one output per element; 4 elements per thread keep
 // the fp32 loads 16 bytes wide (N is a multiple of 64, so a row holds whole groups of 4).
 // Latency bound where it sits on the critical path: behind the small tiles the grid is M x N / 1024 blocks (32 at
-// M = 16 on N = 2048), each thread's loads are all it does, and an add that waits for a load stops the thread
-// issuing the next. So the partials are loaded in batches before any of them is added, and their L2 round trips
-// overlap, as the serial split's in-kernel sum does (tile_output.cuh, sum_slots): one round trip for up to 8 splits,
-// three for 16 (1 + 7, 7, then 1), where a loop of one load and one add a split (unrolled by 4 in its PTX, the
-// remainder one at a time) took four for 8 splits and six for 16.
+// M = 16 on N = 2048), and each thread's loads are all it does. So the partials are loaded in batches before any of
+// them is added (common/batched_sum.cuh), as the serial split's in-kernel sum does (tile_output.cuh, sum_slots).
 // Behind the small tiles' GEMM (kernel/dependent_start.cuh) it is launched as a programmatic dependent: its blocks
 // land in the slots the GEMM leaves while the GEMM streams, so its launch leaves the critical path. It releases the
 // next dependent grid (the next call's GEMM, which prefetches its first k-tiles and then waits for this kernel) before
@@ -15,36 +12,35 @@
 
 #include <cstdint>
 
+#include "mixgemm/common/batched_sum.cuh"
 #include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/common/mma_m16n8k16.cuh"
 
 namespace mixgemm::sm80::kernel {
 
+// kBatch: the partials a thread loads before it adds, one round trip for up to 8 splits and two for 16, where a
+// loop of one load and one add a split (unrolled by 4 in its PTX, the remainder one at a time) took four for 8
+// splits and six for 16. 58 registers a thread (ptxas, sm_90a). On the H200 a batch sized to the split count (2, 4:
+// 32, 36 registers) took the pairs of 2 and 4 splits to 1.044x / 1.015x-1.023x their time with this one, and 16
+// partials at a time (80 registers) took 8192x2560 at M = 32 (16 splits) from 10.4 to 11.3 us
+// (docs/perf-notes/2026-11-28-split-k-reduction-batched-loads.md).
 template <typename T>
 __global__ void __launch_bounds__(256)
     splitk_reduce_kernel(const float* __restrict__ workspace, const T* __restrict__ bias, T* __restrict__ D,
                          int M, int N, int split_k) {
+  constexpr int kBatch = 8;
   using Traits = mma::ActTraits<T>;
   using Pair = typename Traits::Pair;
   const int64_t elements = static_cast<int64_t>(M) * N;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   release_dependents_then_wait();  // before anything reads the partials or writes D (above)
   if (first >= elements) return;
-  // The first partial and a batch of 7 cover 8 splits in one round trip: 64 registers a thread (38 with one load a
-  // split). A batch of 15 (one round trip for 16 splits, 80 registers) took 8192x2560 at M = 32 (32 x 128 tiles, 16
-  // splits) from 10.4 to 11.3 us on the H200, where 7 took it to 10.3, and gained at most 4% over 7 elsewhere
-  // (docs/perf-notes/2026-11-28-split-k-reduction-batched-loads.md).
-  constexpr int kBatch = 7;
-  float4 sum = __ldcs(reinterpret_cast<const float4*>(workspace + first));
-  for (int z0 = 1; z0 < split_k; z0 += kBatch) {
-    float4 part[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b)
-      if (z0 + b < split_k) part[b] = __ldcs(reinterpret_cast<const float4*>(workspace + (z0 + b) * elements + first));
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b)
-      if (z0 + b < split_k) sum.x += part[b].x, sum.y += part[b].y, sum.z += part[b].z, sum.w += part[b].w;
-  }
+  // From 0, as the serial split's sum (tile_output.cuh): the two modes add the same partials in the same order.
+  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+  sum_in_batches<kBatch, float4>(
+      split_k,
+      [&](int z, float4& part) { part = __ldcs(reinterpret_cast<const float4*>(workspace + z * elements + first)); },
+      [&](const float4& part) { sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w; });
   if (bias != nullptr) {
     const int col = static_cast<int>(first % N);
     sum.x += static_cast<float>(bias[col]), sum.y += static_cast<float>(bias[col + 1]);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "mixgemm/common/batched_sum.cuh"
 #include "mixgemm/common/split_k_arrival.cuh"
 #include "mixgemm/sm80/kernel/kernel_params.h"
 #include "mixgemm/sm80/kernel/stream_k_partition.h"
@@ -103,37 +104,37 @@ struct TileOutput {
   // acc = 0 + slot 0 + slot 1 + ... + slot count - 1 (slot z at first + z * stride), in that order: a sum that
   // does not depend on which block makes it (0 + a partial is that partial exactly). The last split of a tile
   // runs it once every split has arrived, so its cost is the kernel's tail: kSumBatch slots are loaded before
-  // any is added, and their L2 round trips overlap. One slot is kMmaM x kMmaN float4 a thread; kSumBatch keeps
-  // at most 16 float4 (64 registers) in flight where a slot is that small, so a 16 x 128 tile (one 16 x 32 warp
-  // tile, 4 float4) loads 4 splits at a time and sums 8 splits in two round trips, where one slot at a time took
-  // eight (and the data-parallel schedule's earlier sum, one fragment's splits at a time, one per fragment). A
-  // larger slot (warp tiles of 128 x 32 and 64 x 64: 32 float4) goes one slot at a time; ptxas reports no spill
-  // for it (-Xptxas -warn-spills in every build).
+  // any is added (common/batched_sum.cuh). One slot is kMmaM x kMmaN float4 a thread; kSumBatch keeps at most 16
+  // float4 (64 registers) in flight where a slot is that small, so a 16 x 128 tile (one 16 x 32 warp tile, 4
+  // float4) loads 4 splits at a time and sums 8 splits in two round trips, where one slot at a time took eight
+  // (and the data-parallel schedule's earlier sum, one fragment's splits at a time, one per fragment). A larger
+  // slot (warp tiles of 128 x 32 and 64 x 64: 32 float4) goes one slot at a time; ptxas reports no spill for it
+  // (-Xptxas -warn-spills in every build).
   static constexpr int kSumBatch = Loop::kMmaM * Loop::kMmaN >= 16 ? 1 : 16 / (Loop::kMmaM * Loop::kMmaN);
 
   __device__ static void sum_slots(const float* first, int64_t stride, int count, Acc& acc) {
+    struct Slot {
+      float4 entry[Loop::kMmaM][Loop::kMmaN];
+    };
     zero_accumulators(acc);
-    for (int z0 = 0; z0 < count; z0 += kSumBatch) {
-      float4 part[kSumBatch][Loop::kMmaM][Loop::kMmaN];
+    sum_in_batches<kSumBatch, Slot>(
+        count,
+        [&](int z, Slot& slot) {
 #pragma unroll
-      for (int b = 0; b < kSumBatch; ++b)
+          for (int mi = 0; mi < Loop::kMmaM; ++mi)
 #pragma unroll
-        for (int mi = 0; mi < Loop::kMmaM; ++mi)
-#pragma unroll
-          for (int ni = 0; ni < Loop::kMmaN; ++ni)
-            if (z0 + b < count)
-              part[b][mi][ni] = __ldcg(slot_entry(first + (z0 + b) * stride, mi, ni));
-#pragma unroll
-      for (int b = 0; b < kSumBatch; ++b)
-        if (z0 + b < count)
+            for (int ni = 0; ni < Loop::kMmaN; ++ni)
+              slot.entry[mi][ni] = __ldcg(slot_entry(first + z * stride, mi, ni));
+        },
+        [&](const Slot& slot) {
 #pragma unroll
           for (int mi = 0; mi < Loop::kMmaM; ++mi)
 #pragma unroll
             for (int ni = 0; ni < Loop::kMmaN; ++ni) {
-              const float4 p = part[b][mi][ni];
+              const float4 p = slot.entry[mi][ni];
               acc[mi][ni][0] += p.x, acc[mi][ni][1] += p.y, acc[mi][ni][2] += p.z, acc[mi][ni][3] += p.w;
             }
-    }
+        });
   }
 
   // acc += the partials of this tile's blocks `from` .. last, in block order. The block that sums passes
