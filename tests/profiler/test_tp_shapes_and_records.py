@@ -142,16 +142,16 @@ def test_h200_tp_table_of_record():
     assert "| 2048x8192 | 32 | 9.5 | 9.1 vllm_marlin[zp] | 1.042 **behind** | - |" in table
     # 2026-11-28: M = 32 on five shards with the 32-row tiles' dependent pair; the short grids' pair at M = 16 / 32
     # (8192x2560, 8192x1280); 2048x8192 M = 32 split 2 ways; those short grids again after the pair's reduction
-    # kernel loads its partials in batches.
-    later = [str(ROOT / "benchmarks" / name) for name in ("2026-11-28-h200-m32-dependent-pair-tp-peers.json",
-                                                           "2026-11-28-h200-narrow-pair-tp-peers.json",
-                                                           "2026-11-28-h200-one-wave-pair-tp-peers.json",
-                                                           "2026-11-28-h200-split-k-reduction-batch-tp-peers.json")]
+    # kernel loads its partials in batches, and 8192x2560 after it loads one batch of 8 for every split count.
+    later = [str(ROOT / "benchmarks" / f"2026-11-28-h200-{name}-tp-peers.json")
+             for name in ("m32-dependent-pair", "narrow-pair", "one-wave-pair", "split-k-reduction-batch",
+                          "split-k-reduction-batch-of-8")]
     table = load_tool("record_moe_tp").tp_table("-", runs + [serial_split, str(ROOT / "benchmarks" /
                                                  "2026-11-28-h200-m16-short-k-tp-peers.json")] + later)
     assert "in 83 of 96 cells" in table
     assert "| 2048x8192 | 32 | 8.0 | 9.1 vllm_marlin[zp] | 0.883 | - |" in table
-    assert "| 8192x2560 | 16 | 8.1 | 12.9 vllm_marlin[zp] | 0.630 | - |" in table  # the batched reduction (last file)
+    assert "| 8192x2560 | 16 | 8.0 | 13.1 vllm_marlin[zp] | 0.609 | - |" in table  # one batch of 8 (last file)
+    assert "| 8192x2560 | 32 | 10.2 | 14.7 vllm_marlin[zp] | 0.693 | - |" in table
     assert "| 8192x1280 | 16 | 6.4 | 10.7 cublas_fp16 | 0.599 | - |" in table
     assert "| 8192x7168 | 32 | 19.4 | 23.5 machete[sym] | 0.824 | - |" in table
     body = table.rsplit("\n", 1)[0].strip()  # BENCHMARKS.md states the count in its own sentence
