@@ -2,8 +2,9 @@
 // parallel split's reduction kernel, sm80/kernel/splitk_reduce.cuh). Both sit on the critical path, and both are
 // latency bound: each thread's loads are all it has to do, and an add that waits for a load stops it issuing the next.
 // So kBatch partials are loaded before any of them is added, and their L2 round trips overlap: count partials take
-// ceil(count / kBatch) round trips, where a loop of one load and one add a partial takes one per partial (or one per
-// 4, where the compiler unrolls it). The adds keep the partials' order, so the sum does not depend on kBatch.
+// ceil(count / kBatch) round trips, where a loop of one load and one add a partial waits a round trip for each (for
+// each 4 at best, where the compiler unrolls it by 4). The adds keep the partials' order, so the sum does not depend
+// on kBatch.
 #pragma once
 
 namespace mixgemm {

@@ -189,7 +189,7 @@ _SPLIT_K_MIN_K_TILES = 12
 # grid swept took 1.08x-1.16x the fastest config on all ten grids of 8 to 28 tiles, and the pair this rule gives was
 # the fastest config or within 1.2% on seven of them (8192x1024, 8192x1280, 8192x2560, 8192x3584, 10240x2560,
 # 4096x2560, 5120x1024). The three it missed: the two 16-tile grids (N = 2048; 5632x2048 8 splits 1.108x, 8192x2048
-# 16 splits 1.112x), where the serial sum of 8 splits was fastest (the pair of 8 took 1.09x-1.11x its time), and
+# 16 splits 1.110x), where the serial sum of 8 splits was fastest (the pair of 8 took 1.09x-1.11x its time), and
 # 8192x3072 (1.044x, 16 serial splits fastest). Since the reduction kernel loads its partials in batches
 # (docs/perf-notes/2026-11-28-split-k-reduction-batch-of-8.md) 5632x2048 and 8192x3072 take 1.006x / 1.008x; 8192x2048
 # still misses (1.068x, and 1.083x at M = 32), where 8 splits of one row (one wave) were fastest, which 16 column

@@ -19,10 +19,11 @@
 namespace mixgemm::sm80::kernel {
 
 // kBatch: the partials a thread loads before it adds, one round trip for up to 8 splits and two for 16, where a
-// loop of one load and one add a split (unrolled by 4 in its PTX, the remainder one at a time) took four for 8
-// splits and six for 16. 58 registers a thread (ptxas, sm_90a). On the H200 a batch sized to the split count (2, 4:
-// 32, 36 registers) took the pairs of 2 and 4 splits to 1.044x / 1.015x-1.023x their time with this one, and 16
-// partials at a time (80 registers) took 8192x2560 at M = 32 (16 splits) from 10.4 to 11.3 us
+// loop of one load and one add a split (after the first partial, unrolled by 4 in its PTX and the remainder one at a
+// time) took four for 8 splits and six for 16. 58 registers a thread (ptxas, sm_90a). On the H200 a batch sized to
+// the split count (2, 4: 32, 36 registers) took the pairs of 2 and 4 splits to 1.044x-1.046x / 1.015x-1.023x the time
+// of the batch before this one (the first partial, then 7; docs/perf-notes/2026-11-28-split-k-reduction-batch-of-8.md),
+// and 16 partials at a time (80 registers) took 8192x2560 at M = 32 (16 splits) from 10.4 to 11.3 us
 // (docs/perf-notes/2026-11-28-split-k-reduction-batched-loads.md).
 template <typename T>
 __global__ void __launch_bounds__(256)
