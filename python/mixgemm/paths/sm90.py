@@ -68,17 +68,17 @@ class Sm90Config(GemmConfig):
 _NAME = re.compile(r"sm90_(\d+)x(\d+)x64_c(\d+)x(\d+)_([a-z]+)_([a-z]+)(?:_k(\d+)([spr]))?")
 
 # ---------------------------------------------------------------------------------------------------------
-# The heuristic (tools/path_probe.py on an H100; docs/perf-notes/2026-11-23-one-layout-per-gpu.md,
-# 2026-11-23-sm90-split-k-small-m.md, 2026-11-24-sm90-stream-k-no-memset.md).
+# The heuristic. Each constant below says why it is what it is and which measurement fixed it; the full evidence is in
+# the perf note it names (docs/perf-notes/, index in its README). The first rules were chosen by tools/path_probe.py on
+# an H100 (2026-11-23-one-layout-per-gpu.md, 2026-11-23-sm90-split-k-small-m.md, 2026-11-24-sm90-stream-k-no-memset.md).
 #
-# Per M bucket, the kernels to try in order, as (tile_m, tile_n, schedule, scheduler). Up to 128 rows the token
-# tile matching M with stream-K won on every DESIGN shape (the weight stream dominates, and stream-K spreads the
-# tail of e.g. 224 weight tiles on 132 SMs), on large weights with 256 weight columns per tile and at M = 65..128
-# on small weights with two 64-row tiles (below); above, 256 x 128 cooperative tiles won where they fill the GPU,
-# the same tile split by stream-K where only that split fills it (below), 256 x 64 ping-pong tiles where they
-# make half a wave, then 64 x 128 stream-K where it fills the GPU within one wave and 128 x 128 cannot (below), else
-# 128 x 128 stream-K (split by split_for). A ping-pong CTA with one tile keeps one of its two math warpgroups busy,
-# so narrow ping-pong tiles only pay with two tiles or more per SM.
+# Per M bucket, the kernels to try in order, as (tile_m, tile_n, schedule, scheduler). Up to 128 rows the weight stream
+# dominates: the token tile matching M with stream-K won on every DESIGN shape (stream-K spreads the tail of, e.g., 224
+# weight tiles on 132 SMs), with 256 weight columns a tile on large weights (below), and at M = 65..128 two 64-row tiles
+# on small ones (below). Above, 256 x 128 cooperative tiles where they fill the GPU, the same tile split by stream-K
+# where only that split fills it, 256 x 64 ping-pong tiles where they make half a wave, 64 x 128 stream-K where it fills
+# the GPU within one wave and 128 x 128 cannot, else 128 x 128 stream-K (split by split_for). A ping-pong CTA with one
+# tile keeps only one of its two math warpgroups busy, so narrow ping-pong tiles pay only with two tiles or more an SM.
 _CHOICES = (
     (16, ((16, 128, "coop", "streamk"), (32, 128, "coop", "streamk"))),
     (32, ((32, 256, "coop", "streamk"), (32, 128, "coop", "streamk"), (64, 128, "coop", "streamk"))),
@@ -87,253 +87,188 @@ _CHOICES = (
     (math.inf, ((256, 128, "coop", "persistent"), (256, 128, "coop", "streamk"), (256, 64, "pingpong", "persistent"),
                 (64, 128, "coop", "streamk"), (128, 128, "coop", "streamk"))),
 )
-# A 256-column weight tile (each consumer warpgroup issues two 64-row wgmmas per k-step) halves the tiles that
-# re-read x from L2 and doubles the weight bytes each CTA keeps in flight, at the price of a longer pipeline fill
-# and fixup per tile. It is taken where every SM streams at least this many of its 64-deep k-tiles, by token
-# tile: on the H100 (2026-11-26 sweep, docs/perf-notes/2026-11-26-wide-weight-tiles.md) it took 0.82x-0.96x the
-# 128-column tile's time at M = 32 and 64 from 54 k-tiles per SM (8192x14336 up) and 0.98x-1.27x at 31 and
-# fewer; at M = 128 0.88x and 0.98x at 109 (8192x28672, 28672x8192) but 1.04x-1.06x at 54.
+# A 256-column weight tile halves the tiles that re-read x from L2 and doubles the weight bytes each CTA keeps in
+# flight, at the price of a longer pipeline fill and fixup a tile. It is taken where every SM streams at least this many
+# of its k-tiles, by token tile: at M = 32 / 64 it took 0.82x-0.96x the 128-column tile's time from 54 k-tiles an SM and
+# 0.98x-1.27x at 31 and fewer; at M = 128 0.88x / 0.98x at 109 but 1.04x-1.06x at 54 (H100,
+# 2026-11-26-wide-weight-tiles.md).
 _WIDE_TILE_N = 256
 _NARROW_TILE_N = 128
 _TILE_NS = (_NARROW_TILE_N, _WIDE_TILE_N)
 _WIDE_MIN_K_TILES_PER_SM = {32: 48, 64: 48, 128: 96}
-# But not where the 128-token wide tile needs more splits than the 128-column one to fill the GPU and x's box
-# zero-fills at most this many rows past M: both tiles then run the same units, each streaming the same weight
-# bytes, but the wide tile's reduction brings three partial tiles of 128 x 256 fp32 (128 KB each) a tile where the
-# narrow one's split of two brings one of 64 KB. H100 sweeps of 28672x8192 (docs/perf-notes/
-# 2026-11-28-sm90-wide-tile-splits.md): at M = 96..128 (0 to 32 rows zero-filled) 64 tiles of 128 x 128 split 2 were
-# the fastest config in eight cells of four sweeps, where 32 tiles of 128 x 256 split 4 took 1.028x-1.041x; out of
-# sample, on 29568x8192 at M = 96, 1.042x. With more rows zero-filled the narrow tile, which loads twice as many x
-# boxes, loses: it took 1.042x the wide split at M = 80 (48 rows) and 1.031x / 1.059x at M = 72 (56), though it was
-# the fastest at M = 88 (40; the wide split 1.018x). (The 96 k-tiles an SM above were measured before the
-# 128-column tile's split and two-ahead conversion.) The 64-token wide tile keeps its split: 64 x 256 split 4 was
-# the fastest config on the same shape at M = 64 (64 x 128 split 2 1.16x).
+# But not where the 128-token wide tile needs more splits than the 128-column one to fill the GPU and x's box zero-fills
+# at most this many rows past M: both then stream the same weight bytes, but the wide tile's reduction brings three
+# 128 KB partial tiles a tile where the narrow one's split of two brings one of 64 KB. On 28672x8192 at M = 96..128 (0
+# to 32 rows zero-filled) 128 x 128 split 2 was the fastest config in eight cells, 128 x 256 split 4 1.028x-1.041x; with
+# 48-56 rows zero-filled the narrow tile, which loads twice as many x boxes, lost (1.031x-1.059x, though it was the
+# fastest with 40) (H100, 2026-11-28-sm90-wide-tile-splits.md). The 64-token wide tile keeps its split (64 x 256 split 4
+# fastest at M = 64, 64 x 128 split 2 1.16x).
 _WIDE_SPLIT_YIELDS_MAX_ZERO_FILLED_ROWS = 32
-# Below that, up to 64 rows, the 256-column tile also pays where it fills the GPU and the 128-column one cannot:
-# 128-column tiles making over half a wave get no split (split_for), so at 0.5-0.75 of a wave a quarter or more of
-# the SMs idle, while half as many 256-column tiles split to fill at least 0.9 of one. On 4096x11008 (86 tiles of
-# 128 columns, 43 of 256 split 3 = 129 units on 132 SMs) 256 columns split 3 took 0.86x / 0.85x the unsplit
-# 128-column tile's time at M = 32 / 64 (0.86x / 0.90x the best 128-column config; H100 sweep of 2026-11-26,
-# docs/perf-notes/2026-11-26-m17-64-sm90-after-dependent-launch.md); at 0.85 of a wave or more (8192x5120,
-# 8192x7168, and 8192 columns split 2) the 128-column split was best or within 1.7%.
+# Up to 64 rows the 256-column tile also pays where it fills the GPU and the 128-column one cannot: 128-column tiles
+# making over half a wave get no split (split_for), so at 0.5-0.75 of a wave (_IDLE_FILL) a quarter or more of the SMs
+# idle, while half as many 256-column tiles split to fill at least 0.9 of one (_SPLIT_MIN_FILL). On 4096x11008 (43 tiles
+# of 256 columns split 3 = 129 units on 132 SMs) it took 0.86x / 0.90x the best 128-column config at M = 32 / 64; from
+# 0.85 of a wave the 128-column split was best or within 1.7% (H100, 2026-11-26-m17-64-sm90-after-dependent-launch.md).
 _WIDE_FILL_MAX_M = 64
 _IDLE_FILL = 0.75
 _SPLIT_MIN_FILL = 0.9
-# Above 128 rows the 256 x 128 tile split by stream-K pays the same way, where its tiles are too few for a persistent
-# wave and neither the 256 x 64 ping-pong tiles (never split) nor 128 x 128 at its split fill three quarters of one
-# (128 x 128 tiles making over half a wave get no split). At 40 tiles of 256 x 128 (80 of 256 x 64 or 128 x 128, 0.61
-# of a wave: 8192x1280 M = 1024, 8192x2560 M = 512, 8192x5120 M = 256; H100 sweep of 2026-11-27, docs/perf-notes/
-# 2026-11-27-sm90-tall-split-where-the-rest-idle.md) the split 3 ways (0.91 of a wave) took 0.90x-0.91x the time of
-# the ping-pong tiles that ran before and 0.85x-0.89x that of 128 x 128 unsplit. Where another choice fills the GPU
-# it loses: 128 ping-pong tiles (4096x4096, 11008x4096 M = 512) took 0.86x / 0.97x the split's time, 128 x 128 split
-# 2 (4096x4096 M = 256, 64 tiles) 0.73x. Likewise at the narrow end: on 8192x1280 at M = 256, 20 tiles of 128 x 128
-# split 4 fill 0.61 of a wave and 40 of 64 x 128 split 3 fill 0.91; the latter took 0.93x the time (same sweep;
-# unsplit 0.97x-0.98x in 2026-11-26's, which had no split 3). The 64 x 128 tile fills only up to one wave: beyond,
-# its extra token tiles are just more work. At M = 257..337 (five or six 64-token tiles, 140-192 tiles of 64 x 128,
-# 1.06-1.45 waves) they took 1.20x-1.66x the fastest config on four 4096-column shapes and 1.16x / 1.36x on 8192x3584,
-# and at M = 1025 / 1089 on 8192x1280 1.24x / 1.34x; 128 x 128 stream-K, the pick without them, took 1.00x-1.07x
-# (1.14x-1.15x on 8192x3584, where 128 x 256 split 3 was fastest) (H200 sweep; on the H100 1.007x-1.068x, 1.13x on
-# 8192x3584; docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md).
-# The 256 x 128 split pays only with at least this many k-tiles a split: on 4096x2560 at M = 385..505 (64 k-tiles split
-# 3, 21 a split) it took 1.05x-1.09x the fastest config in 9 of 10 cells, both GPUs (the ping-pong tile, or 128 x 128
-# where ping-pong's x fill is long; 1.006x at M = 449), on 3584x2560 at M = 512 (18.7) 1.15x / 1.17x; the cells it was
-# first measured on had 43 (K = 8192). So at 129..256 rows: on 4096x5120 (21 a split) it took 1.009x-1.042x the fastest
-# config at M = 193..225, where 128 x 128 stream-K was the fastest, and 1.056x-1.087x at M = 240, where ping-pong was
-# (H100 and H200 sweeps of 2026-11-27); out of sample (H100, docs/perf-notes/2026-11-28-sm90-wide-tile-splits.md)
-# 1.010x-1.025x at M = 200..228 and 1.054x / 1.063x at M = 232 / 248, where the picks without it were the fastest.
+# Above 128 rows the 256 x 128 tile split by stream-K pays the same way: where its tiles are too few for a persistent
+# wave and neither the 256 x 64 ping-pong tiles (never split) nor 128 x 128 at its split fill three quarters of one. At
+# 40 tiles of 256 x 128 (80 of 256 x 64 or 128 x 128, 0.61 of a wave; 8192x1280 M = 1024, 8192x2560 M = 512, 8192x5120
+# M = 256) the split 3 ways took 0.90x-0.91x the ping-pong tiles' time and 0.85x-0.89x that of 128 x 128 unsplit; where
+# another choice fills the GPU it lost. Likewise 64 x 128 split 3 on 8192x1280 at M = 256 (0.91 of a wave, 0.93x the
+# time of 128 x 128 split 4 at 0.61) (H100, 2026-11-27-sm90-tall-split-where-the-rest-idle.md), but only within one
+# wave: beyond, its extra token tiles are more work (M = 257..337: 1.16x-1.66x the fastest config, 128 x 128 stream-K
+# 1.00x-1.15x on the H200, 1.007x-1.13x on the H100; 2026-11-27-sm90-m257-512-sweep.md). The 256 x 128 split needs at
+# least this many k-tiles a split: with 21 (4096x2560 at M = 385..505, K = 4096 split 3) it took 1.05x-1.09x the fastest
+# config in 9 of 10 cells on both GPUs, with 18.7 1.15x-1.17x, and on 4096x5120 at M = 193..248 1.009x-1.087x where the
+# picks without it were the fastest; it was first measured with 43 (K = 8192) (H100 and H200,
+# 2026-11-27-sm90-pingpong-two-token-tiles.md, 2026-11-28-sm90-wide-tile-splits.md).
 _TALL_SPLIT_MIN_K_TILES_PER_SPLIT = 32
 # At M = 65..128 the 128 x 128 tile is taken where every SM gets at least this many of its k-tiles (the sm80 path's
-# _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles per weight tile double the
-# tiles that stream the weight. H100 sweep at M = 128 (the wide-tile study): 0.74x the 128-token tile's time on
-# 1024x8192 (7.8 k-tiles per SM), 0.80x on 8192x1280 (9.7), 0.92x on 2048x8192 and 0.98x on 4096x4096 (15.5);
-# 1.00x on 8192x2560 (19.4) and 1.10x-1.50x from 27 (3584x8192 and up).
+# _STREAM_K_LARGE_TILE_MIN_UNITS_PER_SM rule); on smaller weights two 64-token tiles a weight tile double the tiles that
+# stream the weight: at M = 128 they took 0.74x-0.98x the 128-token tile's time at 7.8-15.5 k-tiles an SM, 1.00x at 19.4
+# and 1.10x-1.50x from 27 (H100, 2026-11-26-wide-weight-tiles.md).
 _TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
-# A persistent tile shape is taken only if its tiles make at least this share of one wave (fewer leave SMs idle:
-# the next choice has more, smaller tiles); stream-K fills the GPU by construction. For the 256 x 128 tile the
-# share is where 128 x 128 stream-K, the choice that replaces it, breaks even: T tiles under one wave take one
-# 256 x 128 tile time, and 2T half tiles spread over S SMs take (T / S) times alpha of it, where alpha is the
-# half tile's cost per flop against the whole one's. The H100 sweep of 2026-11-26 (five cells of 80-112 tiles)
-# gives alpha = 1.31-1.44, so the break-even share 1 / alpha is 0.69-0.76: 128 x 128 stream-K took 0.83x-0.94x
-# the persistent time at 80-86 tiles (0.61-0.65 of a wave) and 1.11x-1.13x at 112 (0.85). Two 256 x 64 ping-pong
-# tiles share one SM's two math warpgroups, so that tile pays from half a wave (80 tiles on 8192x1280 at M = 1024
-# were the fastest config in 2026-11-26's sweep; since split-K sums in the kernel the 256 x 128 split above, tried
-# first, beats them there).
+# A persistent tile shape is taken only if its tiles make at least this share of one wave (fewer leave SMs idle: the
+# next choice has more, smaller tiles); stream-K fills the GPU by construction. For 256 x 128 the share is where
+# 128 x 128 stream-K, which replaces it, breaks even: T tiles under one wave take one 256 x 128 tile time, and 2T half
+# tiles spread over S SMs take (T / S) alpha of it, alpha being the half tile's cost a flop against the whole one's. The
+# H100 sweep of 2026-11-26 gives alpha = 1.31-1.44, so a break-even share 1 / alpha of 0.69-0.76: 128 x 128 stream-K
+# took 0.83x-0.94x the persistent time at 0.61-0.65 of a wave and 1.11x-1.13x at 0.85. Two 256 x 64 ping-pong tiles
+# share one SM's two math warpgroups, so that tile pays from half a wave (80 tiles, 0.61 of a wave, were the fastest
+# config on 8192x1280 at M = 1024 in the same sweep, before split-K summed in the kernel: the 256 x 128 split, tried
+# first, beats them there now) (2026-11-26-sm90-wave-rule.md).
 _MIN_WAVE = {(256, 128): 0.75}
 _MIN_WAVE_DEFAULT = 0.5
-# A persistent grid of several waves whose last one is short wastes the idle SMs' share: below this ratio of
-# tiles to (waves x SMs), the stream-K twin of the same tile is used where compiled (8192 x 28672 at M = 512: 448
-# tiles are 3.4 waves, 85%; stream-K took 0.95x the persistent time); without a twin, the next choice (160-172
-# tiles of 256 x 64 ping-pong, 1.2-1.3 waves: 1.15x-1.34x the time of 128 x 128 stream-K on 4096x11008 at M = 256,
-# 8192x5120 at M = 512 and 8192x2560 at M = 1024). Within one wave the persistent tile stays: there stream-K only
-# splits tiles into fixups (112 tiles of 256 x 128 on 132 SMs: the twin took 1.01x and 1.03x the persistent time
-# on 8192x14336 at M = 256 and 8192x7168 at M = 512).
+# A persistent grid of several waves whose last one is short wastes the idle SMs' share: below this ratio of tiles to
+# (waves x SMs) the stream-K twin of the same tile runs where compiled (8192x28672 at M = 512, 3.4 waves at 85%:
+# stream-K 0.95x the persistent time), else the next choice. Within one wave the persistent tile stays: there stream-K
+# only cuts tiles into fixups (the twin 1.01x-1.03x at 112 tiles on 132 SMs) (2026-11-26-sm90-wave-rule.md).
 _MIN_WAVE_EFFICIENCY = 0.9
 # Split-K on the stream-K configs: where a config's tiles fill at most half the SMs, an even split keeping tiles x split
-# within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Each split adds a partial tile that the tile's
-# last split waits for and adds alone, or that the splits share by epilogue subtile (sm90/self_resetting_stream_k.cuh;
-# these rules were measured before the sharing, which only made splits cheaper), and needs about 16 k-tiles of its own
-# to pay for it. Up to 128 rows a split of up to 6 pays where the tiles are that few: 20 tiles split 6 fill 120 of 132
-# SMs where a split of 4 fills 80. H100 sweep (docs/perf-notes/2026-11-27-sm90-split-6-narrow-shards.md): split 6 of 20
-# tiles was the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4
-# took 1.08x-1.15x; splits of 7 and 8 (past one wave) 1.40x-1.52x. On the H200, out of sample (M = 40..120), the fastest
-# config in all five cells. Above 128 rows the cap is 4 but for the 128- and 64-token tiles of 128 columns:
-#   - 128 x 128 (its splits of 4 or more share the reduction: _reduce_scatter_pays). The cap came from 8192x1280 at
-#     M = 208 / 256, where its split of 6 took 1.03x / 1.01x the 64 x 128 split of 3 (H100; 0.98x on the H200 at
-#     M = 208), timings of kernels since changed. In the H100 / H200 sweeps of 2026-11-27 it beats that split there
-#     with either reduction (0.95x-0.99x with the last split's, 0.94x-0.98x less again sharing it): the fastest config
-#     on 8192x1280 at M = 208..256 (224: H100 only) and 16384x1280 at M = 224 on both GPUs, where the 64 x 128 split
-#     took 1.03x-1.26x; and 1.00x-1.03x the fastest where it replaced a split of 4 on N = 1024..1536 at M = 192..320
-#     (1.02x-1.09x before);
-#   - 64 x 128, whose split of 5 of 24 tiles (N = 1024, M = 129..192) was the fastest config on 8192x1024 M = 160,
-#     5120x1024 M = 192 and 28672x1024 M = 160 on both GPUs (the 128 x 128 split of 5-6 1.02x-1.14x).
-# The 256 x 128 tile keeps the cap: split 5 ways it took 1.09x-1.10x the fastest config on 8192x3072 at M = 160 / 224
-# (H100 sweep, docs/perf-notes/2026-11-27-sm90-split-k-reduction-as-a-config.md).
+# within one wave beat stream-K's uneven runs (0.91x-0.98x its time). Each split adds a partial tile (the last split's
+# to add, or the splits' to share by epilogue subtile: sm90/self_resetting_stream_k.cuh) and needs about 16 k-tiles of
+# its own to pay for it (these rules were measured before the sharing, which only made splits cheaper). Up to 128 rows a
+# split of up to 6 pays where the tiles are that few (20 tiles split 6 fill 120 of 132 SMs where 4 fill 80): split 6 was
+# the fastest config or within 2.4% on 8192x1280 at M = 72..128 and 8192x2560 at M = 48..128, where split 4 took
+# 1.08x-1.15x and 7-8 splits (past one wave) 1.40x-1.52x (H100; on the H200 the fastest in all five cells out of sample;
+# 2026-11-27-sm90-split-6-narrow-shards.md). Above 128 rows the cap is 4 but for 128 x 128, whose splits of 4 or more
+# share the reduction (_reduce_scatter_pays; the fastest config on 8192x1280 at M = 208..256 (224: H100 only) and
+# 16384x1280 at M = 224, 1.00x-1.03x the fastest on N = 1024..1536 at M = 192..320), and 64 x 128, whose split of 5 of
+# 24 tiles (N = 1024, M = 129..192) was the fastest config on three shapes on both GPUs. Split 5 ways, 256 x 128 took
+# 1.09x-1.10x the fastest config on 8192x3072 at M = 160 / 224 and keeps the cap (H100,
+# 2026-11-27-sm90-split-k-reduction-as-a-config.md).
 MAX_SPLIT_K = 6
 _MAX_SPLIT_K_ABOVE_128_ROWS = 4
 _UNCAPPED_ABOVE_128_ROWS = ((128, 128), (64, 128))
 _MIN_K_TILES_PER_SPLIT = 16
 # Above 256 rows the 256-column tile runs unsplit where its split would leave a tenth of the SMs idle: its stream-K
-# units then spread the tiles over every SM. 48 tiles of 128 x 256 split 2 (96 units, 0.73 of a wave) took 1.10x-1.15x
-# the unsplit time on 11008x4096, 12288x4096 and 14336x4096. The 128-column tile keeps its split: 48-50 tiles of 128 x
-# 128 split 2 were the fastest or within 1.9% on 8192x2048 and 8192x1280 (unsplit 1.00x-1.10x), though not on
-# 14336x2048 (1.11x-1.13x; the note above).
+# units then spread the tiles over every SM (48 tiles of 128 x 256 split 2, 0.73 of a wave, took 1.10x-1.15x the unsplit
+# time on 11008x4096, 12288x4096 and 14336x4096). The 128-column tile keeps its split (48-50 tiles of 128 x 128 split 2
+# the fastest or within 1.9% on 8192x2048 and 8192x1280, though not on 14336x2048: _STREAM_K_SPREAD_COST_K_TILES)
+# (2026-11-27-sm90-wide-three-token-tiles.md).
 _WIDE_SPLIT_FILLS_ABOVE_M = 256
-# Two waves of thirds: where T tiles of 128 x 128 make over half a wave (split_for's split gives none) and at most two
+# Two waves of thirds: where T tiles of 128 x 128 make over half a wave (split_for gives no split) and at most two
 # thirds of one, a split of 3 runs their 3T units in two waves of a third of a tile each: two thirds of the unsplit
-# time, where a third of the SMs idled, plus each unit's fixed costs (its pipeline fill and, for the first two splits,
-# a partial tile the third waits for), so the split needs this many k-tiles of its own. A fourth split makes a third
-# wave of quarters, whose third unit a tile costs more than the quarter saves (1.11x-1.20x the split of 3). Sweeps of
-# 70-88 tiles on both GPUs (docs/perf-notes/2026-11-27-sm90-square-tile-splits.md): split 3 took 0.75x-0.95x the
-# unsplit time with 32-149 k-tiles a split (K = 6144..28672), 0.96x-0.99x with 26 (K = 5120), and with 21 or fewer
-# (K <= 4096) 1.03x-1.11x above 192 rows. It goes ahead of the ping-pong tiles (1.05x-1.25x the fastest config where
-# they came first); half as many 128 x 256 tiles split 3 ways (_thirds_twin; 1.5T units, one wave) took 0.86x-1.03x
-# the 128 x 128 split's time (median 0.99x), and 64-token tiles where they compute a 64-row block fewer
-# (_token_tile_64_sized_to_m) were the fastest config or within 0.9%.
+# time, where a third of the SMs idled, plus each unit's fixed costs (its pipeline fill and, for the first two splits, a
+# partial tile the third waits for), so each split needs this many k-tiles. A fourth split makes a third wave of
+# quarters (1.11x-1.20x the split of 3). On 70-88 tiles on both GPUs split 3 took 0.75x-0.95x the unsplit time with
+# 32 k-tiles a split or more, 0.96x-0.99x with 26 and 1.03x-1.11x with 21 or fewer above 192 rows
+# (2026-11-27-sm90-square-tile-splits.md). It goes ahead of the ping-pong tiles (1.05x-1.25x the fastest config where
+# they came first). Half as many 128 x 256 tiles split 3 ways (_thirds_twin) took 0.86x-1.03x the 128 x 128 split's time
+# (median 0.99x), and 64-token tiles where they compute a 64-row block fewer (_token_tile_64_sized_to_m) were the
+# fastest config or within 0.9%.
 _THIRDS_SPLIT = 3
 _THIRDS_MIN_K_TILES_PER_SPLIT = 24
 # Stream-K's spread against a split: T stream-K tiles under half a wave of S SMs split s ways give each of their sT
 # units K/s k-tiles while S - sT SMs idle; unsplit, CUTLASS's stream-K scheduler spreads them over every SM (T K / S
-# k-tiles each) at the price of its fixups, which cost each SM about this many k-tiles at two to four SMs a tile
-# (more at fewer tiles: 10 tiles of 8192x1280 unsplit took 2.0x-2.2x their split of 6). So at two to four SMs a tile the
-# split pays only where K (1/s - T / S) falls short of it. Sweeps (the note above): 128 x 128 split 2 took
-# 1.05x-1.13x the unsplit time where that product was 21.8-54 (48-56 tiles: 10240x2048, 11008x2048, 12288x2048,
-# 14336x2048, 28672x1280 above 256 rows, 12288x6144 and 28672x7168 at M = 96..128, 28672x3584 at M = 208 / 240; but
-# 0.95x on 10240x2048 at M = 321 on the H100) and 0.91x-1.00x where it was 15.5-17.5 (8192x1280 at M = 577, 8192x2048
-# at M = 321); 36 tiles of 128 x 256 split 3 on 28672x3072 (27.2) 1.04x / 1.05x.
+# k-tiles each) at the price of its fixups, which cost each SM about this many k-tiles at two to four SMs a tile (more
+# at fewer tiles). So there the split pays only where K (1/s - T / S) falls short of it: 128 x 128 split 2 took
+# 1.05x-1.13x the unsplit time where that product was 21.8-54 (one H100 exception: 0.95x at 21.8) and 0.91x-1.00x where
+# it was 15.5-17.5; 128 x 256 split 3 at 27.2 1.04x-1.05x (2026-11-27-sm90-square-tile-splits.md).
 _STREAM_K_SPREAD_COST_K_TILES = 20
-# From this many rows (and this K) the persistent 256 x 128 cooperative tile runs as its cluster of two along the
-# weight columns where that pair is compiled (cluster_n = 2, in the full set); the pair shares each k-tile of x
-# through TMA multicast. Per k-step a 256-token CTA reads 32 KB of x and 4 KB of int4 weight, so sharing x nearly
-# halves what the kernel moves through L2 (ncu, 8192x28672 at M = 4096: 19.9-20.3 -> 11.8-12.0 GB of L2
-# traffic; Machete's cluster of two moves 12.1). At these M every kernel runs at the board's power cap, where
-# less data moved a cycle buys clock (1280 -> 1329 MHz at 697 W there). At steady state
-# (tools/power_clock_probe.py, an H100 SXM, docs/perf-notes/2026-11-27-x-multicast-at-the-power-cap.md) the pair
-# took 0.972x-0.976x the single CTA's time at M = 4096 (three DESIGN shapes), 0.979x-0.990x at 2048 (five),
-# 0.987x-1.006x at 1024 (six) and 0.998x-1.016x at 512. Only from K = 4096, the shortest K measured: with fewer
-# k-steps a tile the pair's fixed costs a tile (the cluster's launch, its multicast barriers) weigh more,
-# unmeasured.
-# Token tiles sized to M at 129..192 rows: three 64-token tiles compute 192 rows where every other choice of the
-# bucket computes 256, so where they fill one wave (0.9 to 1 of it at split_for's split) they go first, the 256-column
-# one where every SM streams the wide tile's k-tiles (the rule for M <= 64). H100 sweep at M = 160 / 192 (nine shapes,
-# docs/perf-notes/2026-11-27-sm90-partial-token-tiles.md, after x's rows past M stopped loading): the fastest config
-# or within 1.4% on 4096x5120, 4096x11008, 8192x5120 and 8192x2560, where the bucket's picks took 1.08x-1.20x the
-# fastest; where they fill less (0.73 of a wave: 4096x4096, 11008x4096) or over a wave (2048x8192, 8192x8192 at
-# 1.45) they took 1.15x-1.38x the fastest config. Outside that sweep, at M = 144 / 176 (H100 sweep of twelve shapes,
-# docs/perf-notes/2026-11-27-sm90-m144-240-sweep.md), its picks took 0.977x-1.029x the fastest config, and
-# 0.995x-1.037x on the H200 (the top of each on 4096x5120, where 64 x 256 split 2 was fastest).
+# Token tiles sized to M at 129..192 rows: three 64-token tiles compute 192 rows where every other choice of the bucket
+# computes 256, so where they fill one wave (0.9 to 1 of it at split_for's split) they go first, the 256-column one
+# where every SM streams the wide tile's k-tiles (the rule for M <= 64). At M = 160 / 192 they were the fastest config
+# or within 1.4% on four of nine H100 shapes, where the bucket's picks took 1.08x-1.20x; filling less or over a wave
+# they took 1.15x-1.38x (2026-11-27-sm90-partial-token-tiles.md). At M = 144 / 176 the rule's picks took 0.977x-1.037x
+# the fastest config on both GPUs (2026-11-27-sm90-m144-240-sweep.md).
 _TOKEN_TILE_64_MAX_M = 192
-# Except where 128 x 128 tiles split fill the same wave with long splits: each 64-token tile converts every weight
-# k-tile it streams for 64 tokens where a 128-token one does it for 128, and with enough k-tiles a split that outweighs
-# the 64 rows the bigger tiles compute in vain. Sweeps at M = 144..192 on both GPUs (docs/perf-notes/
-# 2026-11-27-sm90-split-k-reduction-as-a-config.md): with 42-85 k-tiles a split 128 x 128 split 3 or 6 was the fastest
-# config or within 0.9% on 8192x2560, 8192x2816, 16384x2560 and 16384x1280, where the 64-token tiles took
-# 1.015x-1.10x; with 21 the 64-token tiles stayed the fastest or within 0.5% (4096x2560, split 3; 8192x1280, split 6).
-# Between (H100): with 32 (6144x2560 M = 144 / 176) the 128 x 128 split was fastest, the 64-token tiles 1.023x /
-# 1.030x; with 26 (5120x2560 M = 160) they tied (1.001x).
+# Except where 128 x 128 tiles split fill the same wave with long splits: a 64-token tile converts every weight k-tile
+# it streams for 64 tokens where a 128-token one does it for 128, and with enough k-tiles a split that outweighs the
+# 64 rows the bigger tiles compute in vain. At M = 144..192 on both GPUs, with 42-85 k-tiles a split 128 x 128 split 3
+# or 6 was the fastest config or within 0.9% on four shapes, where the 64-token tiles took 1.015x-1.10x; with 21 the
+# 64-token tiles stayed the fastest or within 0.5%; between (H100), with 32 the split was fastest and the 64-token tiles
+# took 1.023x / 1.030x, with 26 they tied (1.001x) (2026-11-27-sm90-split-k-reduction-as-a-config.md).
 _LONG_SPLIT_MIN_K_TILES = 32
 # Where the 64 x 128 tile fills the wave, the 64 x 256 one goes before it if it fills the wave split with as many
-# k-tiles a split, though its unsplit k-tiles an SM fall short of _pays's: half as many tiles re-read x from L2, and
-# the split's units stream the same weight bytes as the 64 x 128 tiles' unsplit ones. On 4096x5120 at M = 136..184
-# (60 tiles split 2, 32 k-tiles a split, against 120 of 64 x 128 unsplit) it was the fastest config in all nine cells
-# of the H100 / H200 sweeps since the x load loop change, where the 64 x 128 tile took 1.017x-1.048x
-# (docs/perf-notes/2026-11-28-sm90-wide-tile-splits.md); where its split is 4 with 16 k-tiles a split (4096x2560) it
-# took 1.08x-1.09x the 64 x 128 split of 2. Where the 64 x 128 tile does not fill the wave the wide one does not
-# replace the pick: on 6144x3584 at M = 160 (42 tiles split 3) it took 1.041x / 1.046x the 128 x 128 split of 2, on
-# 8192x3584 at M = 144 / 176 1.003x / 0.987x.
+# k-tiles a split, though its unsplit k-tiles an SM fall short of _pays's: half as many tiles re-read x from L2, and the
+# split's units stream the same weight bytes. On 4096x5120 at M = 136..184 (60 tiles split 2, 32 k-tiles a split) it was
+# the fastest config in all nine cells on both GPUs, where 64 x 128 took 1.017x-1.048x; with 16 k-tiles a split
+# (4096x2560) it took 1.08x-1.09x the time of the fastest config, the 64 x 128 split of 2
+# (2026-11-28-sm90-wide-tile-splits.md).
 _TOKEN_TILE_64_WIDE_LONG_SPLIT = _LONG_SPLIT_MIN_K_TILES
 # The 256 x 64 ping-pong tile only where the TMA unit zero-fills at most this many rows of the last x box it loads
-# (_x_rows_zero_filled). Its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so
-# the fill of rows past M is not hidden behind it. H100 sweep at M = 144..240 (the note above), on 1024x8192,
-# 2048x8192, 3584x8192 and 8192x8192, where `auto` took ping-pong: with 48 rows zero-filled its rows took 1.04x-1.27x
-# the fastest config at M = 208 (48 of the 256-row box) and 1.00x-1.10x at M = 144 (48 of the last 64-row block), where
-# 128 x 128 stream-K, the pick without it, was the fastest or within 4.5%; with 16 or 32 (M = 160, 176, 240) it was
-# the fastest or within 2.7%. The cooperative tiles' time at M = 208 over 240 had a median of 0.99x-1.00x.
-# Where the tile loads its whole 256-row box (fewer than 64 rows past M) the limit is lower. With 28 rows zero-filled it
-# took 1.008x-1.105x the time of 128 x 128 stream-K, the fastest, on four H100 cells (3584x8192, 8192x8192 and
-# 4096x5120 at M = 228, 4096x4096 at M = 484), and with 31 1.098x (4096x5120 M = 225, H200); with 24 it was the fastest
-# config in five H100 cells (4096x5120 M = 232, 8192x8192 M = 232, 4096x4096 M = 488, 4096x2560 M = 744, 8192x2048
-# M = 1000; 128 x 128 stream-K 1.001x-1.039x), and with 16 in three (4096x5120 M = 240, H100 and H200)
-# (docs/perf-notes/2026-11-28-sm90-wide-tile-splits.md).
+# (_x_rows_zero_filled): its math a k-step is half the cooperative 256 x 128 tile's for the same 32 KB box of x, so the
+# fill of rows past M is not hidden behind it. With 48 rows zero-filled it took 1.04x-1.28x the fastest config where
+# they were rows of its whole 256-row box (M = 208) and 1.00x-1.10x where they were rows of its last 64-row block
+# (M = 144) (128 x 128 stream-K, the pick without it, the fastest or within 4.5%); with 16 or 32 it was the fastest or
+# within 2.7% (H100, M = 144..240, 2026-11-27-sm90-m144-240-sweep.md). Where it loads its whole 256-row box (under
+# 64 rows past M) the limit is lower: with 28-31 rows zero-filled it took 1.008x-1.105x the time of 128 x 128 stream-K,
+# with 24 or 16 it was the fastest config in eight cells (H100 and H200, 2026-11-28-sm90-wide-tile-splits.md).
 _PINGPONG_MAX_ZERO_FILLED_ROWS = 32
 _PINGPONG_MAX_ZERO_FILLED_ROWS_WHOLE_BOX = 24
-# At 257..512 rows (two 256-token tiles) with K of at most 64 k-tiles, where the last token tile loads x in 64-row
-# blocks up to M (64 or more rows past M), up to 47 zero-filled rows of its last block: with few k-steps a tile the
-# cooperative choices' per-tile costs weigh more. Sweeps (docs/perf-notes/2026-11-27-sm90-pingpong-two-token-tiles.md):
-# with 39-47 rows of the last block zero-filled the ping-pong tile was the fastest config or within 1.3% on 2048x4096,
-# 3072x3584, 4096x4096, 4096x2560 and 4096x3584 (M = 273..409, both GPUs), where 128 x 128 stream-K took 1.01x-1.05x.
-# With 47 rows of a whole 256-row box zero-filled (M = 465) it took 1.10x / 1.16x on 4096x4096 and 4096x3584 (H200;
-# the `auto` rows that ran it 1.02x / 1.07x), as at M = 208, though it was the fastest on 2048x4096.
+# At 257..512 rows with K of at most 64 k-tiles, where the last token tile loads x in 64-row blocks up to M, up to 47
+# zero-filled rows of its last block: with few k-steps a tile the cooperative choices' per-tile costs weigh more. With
+# 39-47 such rows the ping-pong tile was the fastest config or within 1.3% on five shapes at M = 273..409 on both GPUs,
+# where 128 x 128 stream-K took 1.01x-1.05x; with 47 rows of a whole 256-row box (M = 465) it took 1.10x / 1.16x on two
+# of three shapes (H200) (2026-11-27-sm90-pingpong-two-token-tiles.md).
 _PINGPONG_MAX_ZERO_FILLED_ROWS_SHORT_K_TWO_TILES = 47
 _PINGPONG_SHORT_K_MAX_K_TILES = 64
-# Where K has at most this many 64-deep k-tiles (K <= 1024), the 256 x 64 ping-pong tile goes first from 129 to 256
-# rows, whatever its share of a wave or its x fill, and from 257 to 512 rows where its tiles fit one wave: with so few
-# k-steps a tile the per-tile costs (pipeline fill, epilogue; stream-K's split and fixup for the cooperative choices)
-# outweigh the k-loop, and 256-row token tiles have the fewest tiles and no split. Sweeps after the x load loop
-# change (docs/perf-notes/2026-11-27-sm90-x-row-block-loop-order.md), 1024x4096 and 1024x8192 at M = 144..240: the
-# fastest config in 11 of 12 cells on the H100 and H200, 1.027x at 1024x8192 M = 208 (H100), where the rules above
-# took 1.05x-1.23x on 1024x4096 (their 128 x 128 and 64 x 128 stream-K tiles, at 0.48-0.73 of a wave); on the
-# sweeps before it, 1.00x-1.05x. At 257..512 rows (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md) it was the
-# fastest config on 1024x4096 at M = 257, 321, 385 and 449 on the H200 (128 tiles; the next best 1.05x-1.08x) and
-# at 257, 289 and 481 on the H100 (0.999x-1.005x); on 1024x8192 (256 tiles, two waves) the 256 x 128 persistent tile
-# was the fastest and ping-pong 1.01x-1.17x (H200).
+# Where K has at most this many k-tiles (K <= 1024), the 256 x 64 ping-pong tile goes first from 129 to 256 rows,
+# whatever its share of a wave or its x fill, and from 257 to 512 rows where its tiles fit one wave: with so few k-steps
+# a tile the per-tile costs (pipeline fill, epilogue; stream-K's split and fixup for the cooperative choices) outweigh
+# the k-loop, and 256-row token tiles have the fewest tiles and no split. On 1024x4096 and 1024x8192 at M = 144..240 it
+# was the fastest config in 11 of 12 cells on both GPUs and 1.027x in the twelfth, where the rules above took up to
+# 1.23x (2026-11-27-sm90-short-k-ping-pong.md); at 257..512 rows the fastest or within 0.5% on 1024x4096 (128 tiles; the
+# next best 1.05x-1.08x on the H200), and 1.01x-1.17x on 1024x8192 (256 tiles, two waves), where 256 x 128 persistent
+# was the fastest (H200; 2026-11-27-sm90-m257-512-sweep.md, benchmarks/2026-11-27-h200-sweep-m257-512.json).
 _SHORT_K_MAX_K_TILES = 16
 _SHORT_K_PINGPONG_MAX_M = 512
 # From 257 to 384 rows, where K has more than this many k-tiles, 128 x 128 stream-K (split by split_for; 128 x 256 where
 # it pays, below) goes first: three 128-token tiles compute 384 rows where two 256-token tiles compute 512, and with a
-# long k-loop a tile the rows are the work. H200 sweeps at M = 289..353
-# (docs/perf-notes/2026-11-27-sm90-m257-512-sweep.md): the 256-token picks before it (256 x 128 persistent or stream-K)
-# took 1.07x-1.39x the fastest config on six shapes from 3584x8192 to 8192x28672, where 128 x 128 stream-K was the
-# fastest on four, 1.04x-1.06x on 4096x11008 and 1.13x on 8192x14336 (128 x 256 fastest); the 256 x 64 ping-pong tile,
-# at 80 tiles (0.61 of a wave, one tile a CTA: one of its two math warpgroups idle), took 1.49x / 1.53x the time of
-# 128 x 128 split 2 on 8192x2560 at M = 289 / 353 and 1.31x on 4096x2560 (H100). Out of sample, the rule's pick was the
-# fastest config or within 1.4% on nine of 13 cells (seven shapes on the H200, six on the H100, M = 289..377) and
-# 1.06x-1.11x on the other four (4096x11008, 11008x4096 and 8192x14336, 128 x 256 fastest: the rule below), where the
-# picks before took 1.09x-1.44x. At 32 k-tiles and fewer the per-tile costs weigh more and 256-row tiles have half as
-# many tiles: on 1024x8192 and 2048x8192 at M = 273 / 337 the 256 x 128 tile (persistent, or its multicast pair on
-# 2048x8192) was the fastest and 128 x 128 took 1.03x-1.25x.
+# long k-loop a tile the rows are the work. At M = 289..353 the 256-token picks before it took 1.07x-1.39x the fastest
+# config on six shapes, where 128 x 128 stream-K was the fastest on four (H200); out of sample the rule's pick was the
+# fastest or within 1.4% on nine of 13 cells on both GPUs and 1.06x-1.11x on the other four (where 128 x 256, below, was
+# fastest). At 32 k-tiles and fewer the per-tile costs weigh more and 256-row tiles have half as many tiles: on
+# 1024x8192 and 2048x8192 at M = 273 / 337 the 256 x 128 tile was the fastest and 128 x 128 took 1.03x-1.25x
+# (2026-11-27-sm90-m257-512-sweep.md).
 _THREE_TOKEN_TILES_MIN_K_TILES = 32
 _THREE_TOKEN_TILES_MAX_M = 384
-# The 256-column tile at three token tiles: it re-reads x from L2 for half as many tiles. Where both tiles are laid out
-# alike it took 0.94x-0.96x the time of 128 x 128 (both making the same waves: 4096x11008, 5120x11008, 8192x10240)
-# and 0.95x-0.98x (both spread by stream-K: 4096x12288, 5120x13824, 8192x12288, 8192x13824), so one 128 x 256 tile
-# costs _WIDE_TILE_COST 128 x 128 tiles. What decides is how CUTLASS's stream-K scheduler lays out each
-# (_stream_k_slots: whole waves where it runs the tiles data-parallel, else just the tiles). Past one wave of 128 x 128
-# tiles the wide tile is taken where its slots, at that cost, are fewer: it took 0.88x-0.94x on 8192x14336 and
-# 4096x14336 (168 tiles spread against 336 in three waves), and lost where its own tiles run over a short last wave
-# while 128 x 128's are spread (8192x28672 and 4096x28672, 336 tiles in three waves: 1.00x-1.10x; one wave of 84 or 96
-# on 8192x7168, 4096x7168 and the 8192-column shapes: 1.05x-1.26x). Within one wave, half as many tiles as SMs are cut
-# into more stream-K units than tiles, each with its fixup; the wide tile then pays only where 128 x 128 idles a
-# quarter of the GPU (_IDLE_FILL), each SM streams at least this many of the wide tile's k-tiles (11008x4096,
-# 12288x4096, 14336x4096 at 62.5-81.5: 0.93x-0.97x; 8192x4096, 6144x4096, 4096x4096 at 46.5, 34.9, 23: 1.02x-1.29x),
-# and three units a tile fill 0.9 of a wave (at 40.7 k-tiles an SM, 42 tiles on 8192x3584, 3.1 units a tile, took
-# 0.95x-0.97x; 24 on 14336x2048, 5.5 units a tile, 1.39x). H200 and H100 sweeps,
-# docs/perf-notes/2026-11-27-sm90-wide-three-token-tiles.md.
+# The 256-column tile at three token tiles re-reads x from L2 for half as many tiles: laid out alike it took 0.94x-0.98x
+# the time of 128 x 128, so one 128 x 256 tile costs _WIDE_TILE_COST 128 x 128 tiles. What decides is how CUTLASS's
+# stream-K scheduler lays out each (_stream_k_slots: whole waves where it runs the tiles data-parallel, else just the
+# tiles). Past one wave of 128 x 128 tiles the wide tile is taken where its slots, at that cost, are fewer (0.88x-0.94x
+# on 8192x14336 and 4096x14336; it lost, 1.00x-1.26x, where its own tiles run a short last wave while 128 x 128's are
+# spread, or make one wave of 84-96). Within one wave, where half as many tiles as SMs are cut into stream-K units with
+# a fixup each, it pays only where 128 x 128 idles a quarter of the GPU (_IDLE_FILL), each SM streams at least this many
+# of its k-tiles (62.5-81.5: 0.93x-0.97x; 23-46.5: 1.02x-1.29x), and three units a tile fill 0.9 of a wave (3.1 units a
+# tile: 0.95x-0.97x; 5.5: 1.39x) (H100 and H200, 2026-11-27-sm90-wide-three-token-tiles.md).
 _WIDE_TILE_COST = 1.9
 _THREE_TOKEN_TILES_WIDE_MIN_K_TILES_PER_SM = 48
 _THREE_TOKEN_TILES_WIDE_MAX_UNITS = 3
-# sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x
-# in blocks of this many rows up to M; one with fewer loads its whole box.
+# sm90/x_rows_past_m_skipped.cuh's kRowBlock: a 128- or 256-token tile with this many or more rows past M loads x in
+# blocks of this many rows up to M; one with fewer loads its whole box.
 _X_ROW_BLOCK = 64
+# From _X_MULTICAST_MIN_M rows, with K of _X_MULTICAST_MIN_K or more, the persistent 256 x 128 cooperative tile runs as
+# its cluster of two along the weight columns where that pair is compiled (the full set); the pair shares each k-tile of
+# x through TMA multicast. Per k-step a 256-token CTA reads 32 KB of x and 4 KB of int4 weight, so sharing x nearly
+# halves what the kernel moves through L2 (ncu, 8192x28672 M = 4096: 20 -> 12 GB; Machete's cluster of two moves 12.1).
+# At these M every kernel runs at the board's power cap, where less data moved buys clock. At steady state the pair took
+# 0.972x-0.976x the single CTA's time at M = 4096, 0.979x-0.990x at 2048, 0.987x-1.006x at 1024 and 0.998x-1.016x at 512
+# (H100, 2026-11-27-x-multicast-at-the-power-cap.md). Only from K = 4096, the shortest K measured: with fewer k-steps a
+# tile the pair's fixed costs (the cluster's launch, its multicast barriers) weigh more, unmeasured.
 _X_MULTICAST_TILE = (256, 128, "coop")
 _X_MULTICAST_MIN_M = 1024
 _X_MULTICAST_MIN_K = 4096
