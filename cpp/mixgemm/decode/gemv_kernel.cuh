@@ -43,6 +43,7 @@
 
 #include "cutlass/fast_math.h"
 
+#include "mixgemm/common/batched_sum.cuh"
 #include "mixgemm/common/dependent_launch.h"
 #include "mixgemm/common/split_k_arrival.cuh"
 
@@ -497,23 +498,17 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   }
   // The last split sums every split's partial, in split order whichever split arrived last
   // (deterministic). These loads are the tail's last trip to L2: a thread issues the loads of up to
-  // kSplitsPerTrip splits before its first add, one L2 latency per output instead of one per split.
-  // (Unrolled over a thread's outputs too, the tail grew by about 800 instructions, fetched cold by the
+  // kSplitsPerTrip splits before its first add (common/batched_sum.cuh), one L2 latency per output instead of one
+  // per split. (Unrolled over a thread's outputs too, the tail grew by about 800 instructions, fetched cold by the
   // one block per strip that runs it, and M = 1 took 1 us longer;
   // docs/perf-notes/2026-11-24-decode-8-warp-blocks.md.)
   constexpr int kSplitsPerTrip = 8;
   store_all([&](int m, int col) {
     const float* column = p.workspace + (row0 + m) * N + n0 + col;
     float sum = 0.f;
-    for (int z0 = 0; z0 < p.split_k; z0 += kSplitsPerTrip) {
-      float part[kSplitsPerTrip];
-#pragma unroll
-      for (int dz = 0; dz < kSplitsPerTrip; ++dz)
-        if (z0 + dz < p.split_k) part[dz] = __ldcg(column + static_cast<int64_t>(z0 + dz) * split_rows * N);
-#pragma unroll
-      for (int dz = 0; dz < kSplitsPerTrip; ++dz)
-        if (z0 + dz < p.split_k) sum += part[dz];
-    }
+    sum_in_batches<kSplitsPerTrip, float>(
+        p.split_k, [&](int z, float& part) { part = __ldcg(column + static_cast<int64_t>(z) * split_rows * N); },
+        [&](float part) { sum += part; });
     return sum;
   });
 }
