@@ -138,6 +138,9 @@ SWEEPS = {
     # the narrow weights of 14 and 16 column tiles, where 8 splits of one row fill one wave and the rule takes 16.
     "2026-11-28-h200-sweep-reduction-batch-of-8.json": H200,
     "2026-11-28-h200-sweep-16-column-tiles-one-wave.json": H200,
+    # main cb712f7's build: 2048 columns at K between 8192 and 11008, 13 and 15 column tiles at K = 8192, and the two
+    # 2-split pair picks not yet re-timed since the batches (docs/perf-notes/2026-11-28-16-column-pair-k-boundary.md).
+    "2026-11-28-h200-sweep-16-column-tiles-k-boundary.json": H200,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -209,6 +212,12 @@ MISSES = {
     # were fastest or within 0.2% (2026-11-28-h200-sweep-16-column-tiles-one-wave.json).
     ("2026-11-28-h200-sweep-reduction-batch-of-8.json", 8192, 2048, 16): 1.068,
     ("2026-11-28-h200-sweep-16-column-tiles-one-wave.json", 8192, 2048, 32): 1.083,
+    # The same at K = 9216 (8 splits of 18 k-tiles fastest); at K = 10240 the picks are level (M = 16: 1.021x) and at
+    # 11008 16 splits win. On 15 and 13 column tiles at K = 8192 16 splits were the fastest config (M = 16 and 32), so
+    # the miss belongs to 16 column tiles and K up to about 10240, with no mechanism found yet
+    # (2026-11-28-h200-sweep-16-column-tiles-k-boundary.json).
+    ("2026-11-28-h200-sweep-16-column-tiles-k-boundary.json", 9216, 2048, 16): 1.041,
+    ("2026-11-28-h200-sweep-16-column-tiles-k-boundary.json", 9216, 2048, 32): 1.053,
     # 8192x28672 M = 16 on the H200: 16 x 256 stream-K (the widest weights' tile on a GPU of 4 TB/s or more), where
     # 16 x 128 split 4 ways was fastest; on the H100 the two-way 16 x 256 split is within 2.0%.
     ("2026-11-28-h200-sweep-m1-32-design.json", 8192, 28672, 16): 1.041,
@@ -323,7 +332,8 @@ def test_every_sweep_of_record_is_read():
                           + 24 + 11  # the short grids with the pair (H200): the sweep, then out of sample
                           + 4  # the one-wave pair of 2 splits, out of sample (H200)
                           + 7  # the short-grid rules' untimed moves (H200)
-                          + 8 + 5)  # the batch of 8's pair cells, then 14-16 column tiles (H200)
+                          + 8 + 5  # the batch of 8's pair cells, then 14-16 column tiles (H200)
+                          + 8)  # 16 column tiles' K boundary, 13 and 15 column tiles, two 2-split picks (H200)
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few
 
 
