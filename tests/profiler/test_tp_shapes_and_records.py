@@ -114,7 +114,7 @@ def test_tp_table_of_record():
 
 
 def test_h200_tp_table_of_record():
-    # No bench run on the H200: no floor file ("-"), the shards are the first peers file's shapes (8192x28672's rows
+    # First without the H200's floor ("-"): the shards are the first peers file's shapes (8192x28672's rows
     # copied in from that day's H200 grid runs; 8192x7168 at M = 1..64 only there). The second file, a later run of
     # 8192x7168 at M = 128..1024 beside cuBLAS and Machete, completes the table; the third re-times the narrow shards
     # at M = 128..1024 with the last of 2-3 splits running 4 k-tiles more; the fourth 8192x1280 and 8192x2560 at
@@ -154,7 +154,17 @@ def test_h200_tp_table_of_record():
     assert "| 8192x2560 | 32 | 10.2 | 14.7 vllm_marlin[zp] | 0.693 | - |" in table
     assert "| 8192x1280 | 16 | 6.4 | 10.7 cublas_fp16 | 0.599 | - |" in table
     assert "| 8192x7168 | 32 | 19.4 | 23.5 machete[sym] | 0.824 | - |" in table
-    body = table.rsplit("\n", 1)[0].strip()  # BENCHMARKS.md states the count in its own sentence
+    # The H200's read floor (2026-11-28, a bench run at M = 1 and 16 on the TP shards): the floor column, the same
+    # cells and count.
+    floors = str(ROOT / "benchmarks" / "2026-11-28-h200-m1-16-read-floor-tp.json")
+    with_floor = load_tool("record_moe_tp").tp_table(floors, runs + [serial_split, str(
+        ROOT / "benchmarks" / "2026-11-28-h200-m16-short-k-tp-peers.json")] + later)
+    assert "in 83 of 96 cells" in with_floor
+    assert "| 8192x28672 | 1 | 36.0 | 44.6 vllm_marlin[sym] | 0.808 | 1.24x |" in with_floor
+    assert "| 1024x8192 | 1 | 3.5 | 5.7 gemlite[sym] | 0.611 | 1.16x |" in with_floor
+    assert "| 8192x1280 | 16 | 6.4 | 10.7 cublas_fp16 | 0.599 | 1.78x |" in with_floor
+    assert with_floor.count("x |") == 24  # a floor for M = 1 and 16 of all 12 shards, none elsewhere
+    body = with_floor.rsplit("\n", 1)[0].strip()  # BENCHMARKS.md states the count in its own sentence
     assert body in (ROOT / "BENCHMARKS.md").read_text()
 
 
