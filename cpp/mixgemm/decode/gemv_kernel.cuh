@@ -30,8 +30,8 @@
 // runs of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in registers (the next one is
 // loaded while the current one is converted and multiplied): with 4 warps and 4 blocks per SM that is 16
 // warps x 2 KiB = 32 KiB in flight per SM, ~4 MiB over 132 SMs, above the ~3 MB that Little's law asks of
-// HBM3 (3 TB/s x ~1 us). The H200's 4.8 TB/s asks more, but there the kernel's time follows the SM clock, not
-// DRAM, and an L2 prefetch of each warp's batch after next made it slower (1.03x-1.19x; docs/perf-notes/
+// HBM3 (3 TB/s x ~1 us). The H200's 4.8 TB/s asks more, but there the kernel's time mostly follows the SM clock,
+// not DRAM, and an L2 prefetch one batch ahead of the register loads made it slower (1.03x-1.19x; docs/perf-notes/
 // 2026-11-28-h200-decode-read-floor.md): there it lacks issue rate more than loads in flight.
 //
 // Reduction, deterministic at every level: mma accumulates in fp32 over a warp's batches; the block's
