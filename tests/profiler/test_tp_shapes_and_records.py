@@ -146,8 +146,8 @@ def test_h200_tp_table_of_record():
     later = [str(ROOT / "benchmarks" / f"2026-11-28-h200-{name}-tp-peers.json")
              for name in ("m32-dependent-pair", "narrow-pair", "one-wave-pair", "split-k-reduction-batch",
                           "split-k-reduction-batch-of-8")]
-    table = load_tool("record_moe_tp").tp_table("-", runs + [serial_split, str(ROOT / "benchmarks" /
-                                                 "2026-11-28-h200-m16-short-k-tp-peers.json")] + later)
+    peers = runs + [serial_split, str(ROOT / "benchmarks" / "2026-11-28-h200-m16-short-k-tp-peers.json")] + later
+    table = load_tool("record_moe_tp").tp_table("-", peers)
     assert "in 83 of 96 cells" in table
     assert "| 2048x8192 | 32 | 8.0 | 9.1 vllm_marlin[zp] | 0.883 | - |" in table
     assert "| 8192x2560 | 16 | 8.0 | 13.1 vllm_marlin[zp] | 0.609 | - |" in table  # one batch of 8 (last file)
@@ -157,8 +157,7 @@ def test_h200_tp_table_of_record():
     # The H200's read floor (2026-11-28, a bench run at M = 1 and 16 on the TP shards): the floor column, the same
     # cells and count.
     floors = str(ROOT / "benchmarks" / "2026-11-28-h200-m1-16-read-floor-tp.json")
-    with_floor = load_tool("record_moe_tp").tp_table(floors, runs + [serial_split, str(
-        ROOT / "benchmarks" / "2026-11-28-h200-m16-short-k-tp-peers.json")] + later)
+    with_floor = load_tool("record_moe_tp").tp_table(floors, peers)
     assert "in 83 of 96 cells" in with_floor
     assert "| 8192x28672 | 1 | 36.0 | 44.6 vllm_marlin[sym] | 0.808 | 1.24x |" in with_floor
     assert "| 1024x8192 | 1 | 3.5 | 5.7 gemlite[sym] | 0.611 | 1.16x |" in with_floor
