@@ -47,6 +47,7 @@
 
 #include "mixgemm/common/batched_sum.cuh"
 #include "mixgemm/common/dependent_launch.h"
+#include "mixgemm/common/load_or_zero.cuh"
 #include "mixgemm/common/split_k_arrival.cuh"
 
 #include "mixgemm/common/mma_m16n8k16.cuh"
@@ -144,43 +145,70 @@ struct Gemv {
     float xsum[kMTiles][4];             // X = sum(x)
   };
 
-  // x_rows (grouped kernels): this lane's x row per m-tile (row c of the tile), null for padding.
-  __device__ static void load(Batch& b, const GemvParams& p, int strip, int batch, int lane, bool with_quant,
-                              const T* const (&x_rows)[kMTiles]) {
-    const int t = lane % 4, c = lane / 4;
-    const int slab0 = batch * kSlabsPerBatch;
-    Layout::load(b.words, p.B, p.N, p.K, strip, slab0, lane);
+  // A lane's loop-invariant addresses, computed once before the main loop, so that a batch's loads need
+  // only the batch's offset: recomputed from the batch index for every batch, the 64-bit address arithmetic
+  // took 16% of the loop's instructions (docs/perf-notes/2026-11-28-h200-decode-read-floor.md). x and the
+  // scales are addressed by 32-bit element offsets from the kernel's base pointers, which leaves registers
+  // to the batches: x's rows x K < 2^31 (dense: M <= 16; grouped: the grouped runner's rule), and a scale
+  // tensor's K / 32 x N elements fit while the weight's K x N / 2 bytes do (32 GiB).
+  struct LaneAddresses {
+    const int32_t* words;  // the lane's words of the strip's first slab (Layout::lane_words)
+    int slab_words;        // from one slab to the next (Layout::slab_words)
+    int x[kMTiles];        // the lane's x row of each m-tile at k = 2 t, in elements from x
+    int x_live[kMTiles];   // 0 for rows past M (grouped: padding positions), which load zeros
+    int column;            // the lane's column c of the strip, in elements from a scale row's start
+  };
 
-    // x: small and re-read by every strip's blocks, so it goes through the normal (cached) path. Rows past
-    // M feed zeros, so their (unwritten) outputs are zero and the mma needs no masking.
-    const T* x = static_cast<const T*>(p.A);
+  // x_rows (grouped kernels): this lane's x row per m-tile (row c of the tile), -1 for padding; dense
+  // kernels read row m where m < M.
+  __device__ static LaneAddresses lane_addresses(const GemvParams& p, int strip, int lane,
+                                                 const int (&x_rows)[kMTiles]) {
+    const int t = lane % 4, c = lane / 4;
+    LaneAddresses a;
+    a.words = Layout::lane_words(p.B, p.N, p.K, strip, lane);
+    a.slab_words = Layout::slab_words(p.N, p.K);
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
       const int m = mt * kMmaRows + c;
-      const bool valid = kGrouped ? x_rows[mt] != nullptr : m < p.M;
-      const T* row = (kGrouped ? (valid ? x_rows[mt] : x) : x + static_cast<int64_t>(valid ? m : 0) * p.K) +
-                     slab0 * 16 + 2 * t;
+      a.x_live[mt] = kGrouped ? x_rows[mt] >= 0 : m < p.M;
+      a.x[mt] = (kGrouped ? max(x_rows[mt], 0) : min(m, p.M - 1)) * p.K + 2 * t;
+    }
+    a.column = strip * kStripN + c;
+    return a;
+  }
+
+  // Loads batch `batch`, whose weight words start at `w` (the caller steps it from batch to batch).
+  __device__ static void load(Batch& b, const LaneAddresses& a, const int32_t* w, int batch, bool with_quant,
+                              const GemvParams& p) {
+    Layout::load_slabs(b.words, w, a.slab_words);
+
+    // x: small and re-read by every strip's blocks, so it goes through the normal (cached) path. Rows past M
+    // feed zeros, so their (unwritten) outputs are zero and the mma needs no masking. (Loading row 0 for them
+    // instead, unpredicated, cost 2.6% fewer instructions but took 2% longer at M = 1 on 1024 x 8192, H200.)
+    const T* x = static_cast<const T*>(p.A) + batch * kBatchK;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const T* row = x + a.x[mt];
 #pragma unroll
       for (int s = 0; s < kSlabsPerBatch; ++s) {
-        b.x[s][mt][0] = valid ? __ldg(reinterpret_cast<const unsigned int*>(row + 16 * s)) : 0u;
-        b.x[s][mt][1] = valid ? __ldg(reinterpret_cast<const unsigned int*>(row + 16 * s + 8)) : 0u;
+        b.x[s][mt][0] = load_or_zero(a.x_live[mt], row + 16 * s);
+        b.x[s][mt][1] = load_or_zero(a.x_live[mt], row + 16 * s + 8);
       }
     }
 
     // Scales/offsets of this lane's columns c and c + 8 of each 16-column block.
-    const T* scales = static_cast<const T*>(p.scales);
-    const T* offsets = static_cast<const T*>(p.offsets);
 #pragma unroll
     for (int h = 0; h < kHalves && with_quant; ++h) {
       const int group = p.halves_per_group.div(2 * batch + h);  // (batch * 64 + h * 32) / group_size
-      const int64_t row = static_cast<int64_t>(group) * p.N + strip * kStripN + c;
+      const int i = group * p.N + a.column;
+      const T* scales = static_cast<const T*>(p.scales) + i;
+      const T* offsets = static_cast<const T*>(p.offsets) + i;
 #pragma unroll
       for (int j = 0; j < kSubBlocks; ++j)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int64_t i = row + 16 * j + 8 * half;
-          b.scale[h][j][half] = scales[i];
-          b.offset[h][j][half] = offsets[i];
+          b.scale[h][j][half] = scales[16 * j + 8 * half];
+          b.offset[h][j][half] = offsets[16 * j + 8 * half];
         }
     }
   }
@@ -337,7 +365,9 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   // The output slot of the block's row m: the routing's, or (direct) z for row 0 and padding for the rest.
   auto slot_at = [&](int m) { return direct ? (m == 0 ? z : gp.num_slots) : gp.slot_of[position0 + m]; };
   GemvParams moved = p;
-  const T* x_rows[kMTiles] = {};
+  int x_rows[kMTiles];  // grouped: each lane's x row, -1 for padding
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) x_rows[mt] = -1;
   bool has_expert = true;  // direct: false for an id out of range (the block then adds nothing)
   if constexpr (kGrouped) {
     if (!direct && position0 >= *gp.num_padded) return;  // past the positions in use: the whole block leaves
@@ -357,7 +387,7 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
       const int m = mt * kMmaRows + lane / 4;
       if (slot_at(m) >= gp.num_slots) continue;
       const int a_row = direct ? (ds.rows_by_token ? z / ds.top_k : z) : gp.a_rows[position0 + m];
-      x_rows[mt] = static_cast<const T*>(p.A) + static_cast<int64_t>(min(a_row, p.M - 1)) * p.K;
+      x_rows[mt] = min(a_row, p.M - 1);
     }
   }
   float acc[kMTiles][G::kSubBlocks][4];
@@ -378,14 +408,20 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
     constexpr bool kEvenEndsRow = kBatchesPerRow == 1;
     typename G::Batch even, odd;
     typename G::RowSums sums = {};
-    if (start < last) G::load(even, q, strip, start, lane, kEvenEndsRow, x_rows);
+    const typename G::LaneAddresses addresses = G::lane_addresses(q, strip, lane, x_rows);
+    // The words of batch i start at addresses.words + i * batch_words: `w` follows the even steps, and an
+    // odd step's batch lies kStride batches after it.
+    const int64_t batch_words = static_cast<int64_t>(kSlabsPerBatch) * addresses.slab_words;
+    const int32_t* w = addresses.words + start * batch_words;
+    if (start < last) G::load(even, addresses, w, start, kEvenEndsRow, q);
     for (int i = start; i < last; i += kRound) {
       const int second = i + kStride;
-      if (second < last) G::load(odd, q, strip, second, lane, true, x_rows);
+      if (second < last) G::load(odd, addresses, w + kStride * batch_words, second, true, q);
       G::compute(even, kEvenEndsRow, sums, acc);
       if (second >= last) break;
       const int next = i + kRound;
-      if (next < last) G::load(even, q, strip, next, lane, kEvenEndsRow, x_rows);
+      w += kRound * batch_words;
+      if (next < last) G::load(even, addresses, w, next, kEvenEndsRow, q);
       G::compute(odd, true, sums, acc);
     }
   };

@@ -44,31 +44,43 @@ struct LayoutOf<WeightLayout::kSm80, Bits> {
     return mma::scale_fragments<T>(q, quant);
   }
 
-  // words[s][...] = this lane's words of slab `slab0 + s` of `strip`, for kSlabs slabs.
+  // Where a lane's words of a strip are: slab `slab` of `strip` starts at lane_words(...) + slab *
+  // slab_words(...) (the decode path steps that pointer batch by batch instead of recomputing it).
+  // Per strip the slabs follow each other along K: the slab stride is a constant.
+  __device__ static const int32_t* lane_words(const int32_t* B, int N, int K, int strip, int lane) {
+    return B + static_cast<int64_t>(strip) * (K / kSlabK) * (32 * kWordsPerSlab) + lane * kWordsPerSlab;
+  }
+  __device__ static constexpr int slab_words(int N, int K) { return 32 * kWordsPerSlab; }
+
+  // words[s][...] = this lane's words of the kSlabs slabs from `w` (a lane_words pointer moved to the first).
   template <int kSlabs>
-  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
-                              int strip, int slab0, int lane) {
-    const int32_t* w = B + (static_cast<int64_t>(strip) * (K / kSlabK) + slab0) * (32 * kWordsPerSlab) +
-                       lane * kWordsPerSlab;
+  __device__ static void load_slabs(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* w, int slab_words) {
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s)
 #pragma unroll
       for (int v = 0; v < kWordsPerSlab / 4; ++v) {
-        const uint4 x = load_streaming_v4(w + s * 32 * kWordsPerSlab + 4 * v);
+        const uint4 x = load_streaming_v4(w + s * slab_words + 4 * v);
         words[s][4 * v] = x.x, words[s][4 * v + 1] = x.y, words[s][4 * v + 2] = x.z, words[s][4 * v + 3] = x.w;
       }
+  }
+
+  // words[s][...] = this lane's words of slab `slab0 + s` of `strip`, for kSlabs slabs.
+  template <int kSlabs>
+  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
+                              int strip, int slab0, int lane) {
+    const int stride = slab_words(N, K);
+    load_slabs(words, lane_words(B, N, K, strip, lane) + static_cast<int64_t>(slab0) * stride, stride);
   }
 
   // L2 prefetch of what load() reads for the same slabs: the warp's addresses of a slab span 512 bytes
   // (1024 for int8), so one prefetch per lane and 16-byte vector covers them.
   template <int kSlabs>
   __device__ static void prefetch(const int32_t* B, int N, int K, int strip, int slab0, int lane) {
-    const int32_t* w = B + (static_cast<int64_t>(strip) * (K / kSlabK) + slab0) * (32 * kWordsPerSlab) +
-                       lane * kWordsPerSlab;
+    const int32_t* w = lane_words(B, N, K, strip, lane) + static_cast<int64_t>(slab0) * slab_words(N, K);
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s)
 #pragma unroll
-      for (int v = 0; v < kWordsPerSlab / 4; ++v) prefetch_l2(w + s * 32 * kWordsPerSlab + 4 * v);
+      for (int v = 0; v < kWordsPerSlab / 4; ++v) prefetch_l2(w + s * slab_words(N, K) + 4 * v);
   }
 
   template <typename T>

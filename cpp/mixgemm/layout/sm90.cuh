@@ -52,16 +52,23 @@ struct LayoutOf<WeightLayout::kSm90, Bits> {
     return mma::scale_fragments<T>(q, quant);
   }
 
+  // Where a lane's words of a strip are: slab `slab` of `strip` starts at lane_words(...) + slab *
+  // slab_words(...) (the decode path steps that pointer batch by batch instead of recomputing it). A slab
+  // holds the blocks of all N columns, so its stride is a runtime value.
+  __device__ static const int32_t* lane_words(const int32_t* B, int N, int K, int strip, int lane) {
+    return B + (4 * strip) * kBlockWords + lane * kWordsPerBlock;
+  }
+  __device__ static int slab_words(int N, int K) { return (N / kBlockN) * kBlockWords; }
+
+  // words[s][...] = this lane's words of the kSlabs slabs from `w` (a lane_words pointer moved to the first):
+  // block j of a slab lies kBlockWords after block j - 1.
   template <int kSlabs>
-  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
-                              int strip, int slab0, int lane) {
-    const int64_t row_words = static_cast<int64_t>(N / kBlockN) * kBlockWords;  // one slab of all N blocks
-    const int32_t* w = B + slab0 * row_words + (4 * strip) * kBlockWords + lane * kWordsPerBlock;
+  __device__ static void load_slabs(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* w, int slab_words) {
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const int32_t* src = w + s * row_words + j * kBlockWords;
+        const int32_t* src = w + s * slab_words + j * kBlockWords;
         if constexpr (Bits == 4) {
           words[s][j] = load_streaming_v1(src);
         } else {
@@ -71,11 +78,18 @@ struct LayoutOf<WeightLayout::kSm90, Bits> {
       }
   }
 
+  template <int kSlabs>
+  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
+                              int strip, int slab0, int lane) {
+    const int stride = slab_words(N, K);
+    load_slabs(words, lane_words(B, N, K, strip, lane) + static_cast<int64_t>(slab0) * stride, stride);
+  }
+
   // L2 prefetch of what load() reads for the same slabs: a slab's four blocks are one contiguous run of
   // 512 bytes (1024 for int8), one line per lane group of 8 (16).
   template <int kSlabs>
   __device__ static void prefetch(const int32_t* B, int N, int K, int strip, int slab0, int lane) {
-    const int64_t row_words = static_cast<int64_t>(N / kBlockN) * kBlockWords;
+    const int64_t row_words = slab_words(N, K);
     const int32_t* w = B + slab0 * row_words + (4 * strip) * kBlockWords + lane * (4 * kBlockWords / 32);
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s) prefetch_l2(w + s * row_words);
