@@ -147,7 +147,9 @@ struct Gemv {
 
   // A lane's loop-invariant addresses, computed once before the main loop, so that a batch's loads need
   // only the batch's offset: recomputed from the batch index for every batch, the 64-bit address arithmetic
-  // took 16% of the loop's instructions (docs/perf-notes/2026-11-28-h200-decode-read-floor.md). x and the
+  // took 16% of the loop's instructions. With this and the predicated x loads below the loop issues 425 SASS
+  // instructions per two batches where it issued 459 (fp16 int4, 128-k fold), and M = 1 took 0.94x-0.99x the
+  // time on the H200 (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md). x and the
   // scales are addressed by 32-bit element offsets from the kernel's base pointers, which leaves registers
   // to the batches: x's rows x K < 2^31 (dense: M <= 16; grouped: the grouped runner's rule), and a scale
   // tensor's K / 32 x N elements fit while the weight's K x N / 2 bytes do (32 GiB).
