@@ -146,7 +146,7 @@ struct Gemv {
   };
 
   // A lane's loop-invariant addresses, computed once before the main loop, so that a batch's loads need
-  // only the batch's offset: recomputed from the batch index for every batch, the 64-bit address arithmetic
+  // only the batch's offset: recomputed from the batch index for every batch, the address and index arithmetic
   // took 16% of the loop's instructions. With this and the predicated x loads below the loop issues 425 SASS
   // instructions per two batches where it issued 459 (fp16 int4, 128-k fold), and M = 1 took 0.94x-0.99x the
   // time on the H200 (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md). x and the
@@ -186,7 +186,8 @@ struct Gemv {
 
     // x: small and re-read by every strip's blocks, so it goes through the normal (cached) path. Rows past M
     // feed zeros, so their (unwritten) outputs are zero and the mma needs no masking. (Loading row 0 for them
-    // instead, unpredicated, cost 2.6% fewer instructions but took 2% longer at M = 1 on 1024 x 8192, H200.)
+    // instead, unpredicated, issued 2.6% fewer instructions a launch but took 2% longer at M = 1 on 1024 x 8192
+    // on the H200.)
     const T* x = static_cast<const T*>(p.A) + batch * kBatchK;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
