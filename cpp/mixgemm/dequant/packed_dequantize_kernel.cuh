@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kPackedDequantThreads)
   const int lane = threadIdx.x % 32, t = lane % 4, c = lane / 4;
 
   uint32_t words[1][Layout::kWordsPerSlab];
-  Layout::template load<1>(words, packed, N, K, strip, slab, lane);
+  layout::load_strip_slabs<Layout, 1>(words, packed, N, K, strip, slab, lane);
 
   // group_size % 16 == 0 (host rule): the whole slab shares one scale row.
   const int group = slab * kPackedSlabK / group_size;

@@ -6,8 +6,9 @@
 //     computes D^T = W^T x^T, and the dequant path's expansion);
 //   - biased_fragment<T>(words) and biased_row<T>(row): unscaled A fragments whose scale and offset the
 //     decode path applies after the mma (RowForm below);
-//   - load<kSlabs>() / prefetch<kSlabs>(): where a lane finds its words of a 64-column strip's slabs in
-//     global memory (the decode and dequant paths; the sm80 main loop copies whole k-tiles instead,
+//   - lane_words() / slab_words() / load_slabs<kSlabs>() / prefetch<kSlabs>(): where a lane finds its words of a
+//     64-column strip's slabs in global memory (the decode and dequant paths, the latter through
+//     load_strip_slabs in layouts.cuh; the sm80 main loop copies whole k-tiles instead,
 //     sm80/threadblock/packed_b_tile.cuh).
 #pragma once
 

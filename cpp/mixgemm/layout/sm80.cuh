@@ -64,16 +64,8 @@ struct LayoutOf<WeightLayout::kSm80, Bits> {
       }
   }
 
-  // words[s][...] = this lane's words of slab `slab0 + s` of `strip`, for kSlabs slabs.
-  template <int kSlabs>
-  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
-                              int strip, int slab0, int lane) {
-    const int stride = slab_words(N, K);
-    load_slabs(words, lane_words(B, N, K, strip, lane) + static_cast<int64_t>(slab0) * stride, stride);
-  }
-
-  // L2 prefetch of what load() reads for the same slabs: the warp's addresses of a slab span 512 bytes
-  // (1024 for int8), so one prefetch per lane and 16-byte vector covers them.
+  // L2 prefetch of what load_strip_slabs() (layouts.cuh) reads for the same slabs: the warp's addresses of a
+  // slab span 512 bytes (1024 for int8), so one prefetch per lane and 16-byte vector covers them.
   template <int kSlabs>
   __device__ static void prefetch(const int32_t* B, int N, int K, int strip, int slab0, int lane) {
     const int32_t* w = lane_words(B, N, K, strip, lane) + static_cast<int64_t>(slab0) * slab_words(N, K);

@@ -78,15 +78,8 @@ struct LayoutOf<WeightLayout::kSm90, Bits> {
       }
   }
 
-  template <int kSlabs>
-  __device__ static void load(uint32_t (&words)[kSlabs][kWordsPerSlab], const int32_t* B, int N, int K,
-                              int strip, int slab0, int lane) {
-    const int stride = slab_words(N, K);
-    load_slabs(words, lane_words(B, N, K, strip, lane) + static_cast<int64_t>(slab0) * stride, stride);
-  }
-
-  // L2 prefetch of what load() reads for the same slabs: a slab's four blocks are one contiguous run of
-  // 512 bytes (1024 for int8), one line per lane group of 8 (16).
+  // L2 prefetch of what load_strip_slabs() (layouts.cuh) reads for the same slabs: a slab's four blocks are one
+  // contiguous run of 512 bytes (1024 for int8), one line per lane group of 8 (16).
   template <int kSlabs>
   __device__ static void prefetch(const int32_t* B, int N, int K, int strip, int slab0, int lane) {
     const int64_t row_words = slab_words(N, K);
