@@ -122,6 +122,9 @@ struct Gemv {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWordsPerSlab = Layout::kWordsPerSlab;      // per lane: 4 (int4) or 8 (int8)
   static constexpr int kSubBlocks = kStripN / 16;                  // 16-column blocks per strip
+  // Block t's scales are loaded by the lanes 4 c + t and shared within each group of four (Batch):
+  // one block per lane of a group.
+  static_assert(kSubBlocks == 4, "the scale shuffle pairs the strip's 16-column blocks with a group's 4 lanes");
   static constexpr int kRows = kMTiles * kMmaRows;                 // largest M this instance takes
   // Shared-memory row of the block reduction: 64 columns + 4 floats of padding, so the lanes of one
   // accumulator store (rows 2t, columns c + const) hit 32 distinct banks: (2t * 68 + c) % 32 = 8t + c.
@@ -131,11 +134,14 @@ struct Gemv {
   struct Batch {
     uint32_t words[kSlabsPerBatch][kWordsPerSlab];
     uint32_t x[kSlabsPerBatch][kMTiles][2];
-    // Raw 16-bit scale and offset of columns (c, c + 8) of each block, broadcast to pairs only in
-    // compute(): broadcasting right after the load would make load() wait for it, and the next batch
-    // would no longer be in flight while this one is computed.
-    T scale[kHalves][kSubBlocks][2];
-    T offset[kHalves][kSubBlocks][2];
+    // Raw 16-bit scale and offset of block t's columns c and c + 8 (lane 4 c + t): the four lanes of a group
+    // need the same 16 values, so each loads one block's four and compute() passes them round the group by
+    // shuffle. That moves 12 of the loop's 64 global loads per scale row to the shuffle unit, where the load
+    // queue was stalling warps (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md). They are packed
+    // and exchanged only in compute(): doing it right after the load would make load() wait for it, and the
+    // next batch would no longer be in flight while this one is computed.
+    T scale[kHalves][2];
+    T offset[kHalves][2];
   };
 
   // The mma sums of one scale row (compute()), carried from a row's first batch to its second when
@@ -158,7 +164,7 @@ struct Gemv {
     int slab_words;        // from one slab to the next (Layout::slab_words)
     int x[kMTiles];        // the lane's x row of each m-tile at k = 2 t, in elements from x
     int x_live[kMTiles];   // 0 for rows past M (grouped: padding positions), which load zeros
-    int column;            // the lane's column c of the strip, in elements from a scale row's start
+    int column;            // the lane's column c of block t of the strip, in elements from a scale row's start
   };
 
   // x_rows (grouped kernels): this lane's x row per m-tile (row c of the tile), -1 for padding; dense
@@ -175,7 +181,7 @@ struct Gemv {
       a.x_live[mt] = kGrouped ? x_rows[mt] >= 0 : m < p.M;
       a.x[mt] = (kGrouped ? max(x_rows[mt], 0) : min(m, p.M - 1)) * p.K + 2 * t;
     }
-    a.column = strip * kStripN + c;
+    a.column = strip * kStripN + 16 * t + c;
     return a;
   }
 
@@ -207,12 +213,20 @@ struct Gemv {
       const T* scales = static_cast<const T*>(p.scales) + i;
       const T* offsets = static_cast<const T*>(p.offsets) + i;
 #pragma unroll
-      for (int j = 0; j < kSubBlocks; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          b.scale[h][j][half] = scales[16 * j + 8 * half];
-          b.offset[h][j][half] = offsets[16 * j + 8 * half];
-        }
+      for (int half = 0; half < 2; ++half) {
+        b.scale[h][half] = scales[8 * half];
+        b.offset[h][half] = offsets[8 * half];
+      }
+    }
+  }
+
+  // A T's 16 bits, and back to float: a scale and an offset travel packed in one 32-bit shuffle.
+  __device__ static uint32_t bits(T v) { return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&v)); }
+  __device__ static float to_float(uint16_t v) {
+    if constexpr (kIsHalf<T>) {
+      return __half2float(__ushort_as_half(v));
+    } else {
+      return __bfloat162float(__ushort_as_bfloat16(v));
     }
   }
 
@@ -267,12 +281,17 @@ struct Gemv {
           for (int mt = 0; mt < kMTiles; ++mt) mma::mma_16x8x16<T>(raw[mt], a, b.x[s][mt]);
         }
         if (!ends_row) continue;
+        uint32_t packed[2];  // this lane's (scale, offset) of block t's columns c, c + 8 (the same for every j)
+#pragma unroll
+        for (int row = 0; row < 2; ++row)
+          packed[row] = bits(b.scale[h][row]) | (bits(b.offset[h][row]) << 16);
 #pragma unroll
         for (int row = 0; row < 2; ++row) {  // accumulator regs 2 row, 2 row + 1: column 16 j + c + 8 row
           const RowForm form = Layout::template biased_row<T>(row);
-          const float scale = static_cast<float>(b.scale[h][j][row]);
+          const uint32_t quant = __shfl_sync(0xffffffffu, packed[row], j, 4);  // from lane 4 c + j, block j's
+          const float scale = to_float(static_cast<uint16_t>(quant & 0xffffu));
           const float s = scale * form.inv_factor;
-          const float o = static_cast<float>(b.offset[h][j][row]) - scale * form.beta;
+          const float o = to_float(static_cast<uint16_t>(quant >> 16)) - scale * form.beta;
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
