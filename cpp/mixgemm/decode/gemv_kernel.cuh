@@ -322,7 +322,9 @@ constexpr int kDepth = 2;
 // the bound, ptxas gave the sm_80 build of one instance 150. Their 32-k fold holds two scale rows per
 // batch and gets 12 warps: 168 registers, as before the named buffers of the main loop, with 12-32 bytes
 // of spills (held to 128 it spilled about 300 bytes, unbounded it took 209). The others hold more per
-// batch (int8 words, a second tile of x) and keep what ptxas picks.
+// batch (int8 words, a second tile of x) and keep what ptxas picks: the 16-row kernel held to 12 warps per
+// SM (168 registers) was up to 24% slower on the H200 than at ptxas's 8
+// (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md, section 5).
 template <int Bits, int kMTiles, int kFoldK>
 constexpr int kGemvWarpsPerSm = Bits == 4 && kMTiles == 1 ? (kFoldK >= 64 ? 16 : 12) : 0;
 template <int Bits, int kMTiles, int kWarps, int kFoldK>
