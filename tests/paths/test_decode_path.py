@@ -264,5 +264,11 @@ def test_split_variants():
     assert [v.split_k for v in PATHS["decode"].split_variants(c, GemmProblem(1, 4096, 4096, 128), H100)] == [
         1, *decode_path.SWEEP_SPLIT_KS]
     assert PATHS["decode"].split_variants(c, GemmProblem(1, 4096, 64, 64), H100) == [c]
+    # 8192x5120 (80 strips): one wave of 4-warp blocks holds 6 splits, which the heuristic takes and the sweep times.
+    assert decode_path.split_for(c, 5120, 8192, 132).split_k == 6
+    assert [v.split_k for v in PATHS["decode"].split_variants(c, GemmProblem(1, 5120, 8192, 128), H100)] == [
+        1, 2, 4, 6, 8, 16]
+    assert [v.split_k for v in PATHS["decode"].split_variants(DecodeConfig(8, 8), GemmProblem(1, 5120, 8192, 128),
+                                                               H100)] == [1, 2, 3, 4, 8, 16]
     for v in variants:
         assert PATHS["decode"].fits(v, GemmProblem(1, 4096, 512, 128), SM80) is None

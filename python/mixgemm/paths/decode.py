@@ -119,8 +119,11 @@ class DecodePath(KernelPath):
         return heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count)
 
     def split_variants(self, config: DecodeConfig, problem: GemmProblem, gpu: Gpu) -> list[DecodeConfig]:
+        # The sweep's splits and the one split_for gives this config here (3 or 6 where one wave holds that many
+        # splits of the strips), so the pick of either warp count is timed, not only the one auto runs.
         base = config.with_split_k(1)
-        return [base] + [base.with_split_k(k) for k in SWEEP_SPLIT_KS if k <= problem.K // BATCH_K]
+        splits = set(SWEEP_SPLIT_KS) | {split_for(base, problem.N, problem.K, gpu.sm_count).split_k}
+        return [base] + [base.with_split_k(k) for k in sorted(splits) if 1 < k <= problem.K // BATCH_K]
 
 
 PATH = DecodePath()
