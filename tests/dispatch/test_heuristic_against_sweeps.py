@@ -147,6 +147,11 @@ SWEEPS = {
     "2026-11-28-h200-sweep-m1-8-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m8-first-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m12-16-scale-shuffle.json": H200,
+    # The same build at M = 1..4 on weights not swept there before: first with auto on the rule of its day (read off:
+    # 4 warps at their own split at M <= 2 where 8 warps split 2-4 ways, on a GPU of 4 TB/s or more), then out of
+    # sample for that rule, with auto running it.
+    "2026-11-28-h200-sweep-m1-4-decode-warps-candidate.json": H200,
+    "2026-11-28-h200-sweep-m1-3-decode-fast-dram-rule.json": H200,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -228,21 +233,12 @@ MISSES = {
     # 16 x 128 split 4 ways was fastest; on the H100 the two-way 16 x 256 split is within 2.0%, and on the H200 it was
     # 1.010x in the sweep of b58c58e's build (...-m12-16-scale-shuffle.json).
     ("2026-11-28-h200-sweep-m1-32-design.json", 8192, 28672, 16): 1.041,
-    # 11008x4096 M = 1 on the H200: 8 warps split 4 ways, where 4 warps split 8 ways were fastest (1.010x on the H100;
-    # 1.028x / 1.029x in the two sweeps of b58c58e's decode kernel below).
-    ("2026-11-28-h200-sweep-m1-32-design.json", 11008, 4096, 1): 1.044,
     # Short K at 9..16 rows, where the m16 decode kernel was fastest: 1024x8192 M = 12 on the H100 (2 serial splits,
     # 0.96x stream-K's time; on the H200 1.014x) and 512x8192 M = 16 (unsplit, the fastest 16 x 128 config on both
     # GPUs; under 12 k-tiles the 16-row tiles stay unsplit).
     ("2026-11-28-h100-sweep-short-k-16-rows.json", 1024, 8192, 12): 1.061,
     ("2026-11-28-h100-sweep-short-k-16-rows-out-of-sample.json", 512, 8192, 16): 1.112,
     ("2026-11-28-h200-sweep-short-k-16-rows-out-of-sample.json", 512, 8192, 16): 1.076,
-    # b58c58e's decode kernel on the H200. At M = 1, 4 warps at twice the split took 0.965x-0.995x the time of the
-    # rule's 8-warp pick in 6 of the 9 cells of the first sweep that timed both (1.006x on 28672x8192, 1.018x on
-    # 8192x1280, 1.335x on 1024x8192, whose 8-warp pick is unsplit); only 3584x8192 misses (4 warps split 4), in both
-    # sweeps. A rule for fast-memory GPUs waits on a sweep out of sample.
-    ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 3584, 8192, 1): 1.036,
-    ("2026-11-28-h200-sweep-m8-first-scale-shuffle.json", 3584, 8192, 1): 1.041,
     # 3584x8192 M = 8: the 16-row tiles split 4 ways (the parallel split) fastest, where auto takes the decode kernel
     # (8 warps, 2 splits) up to 8 rows; in both sweeps.
     ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 3584, 8192, 8): 1.077,
@@ -266,6 +262,10 @@ RETIMED = {
     ("2026-11-27-h100-sweep-m144-240.json", 8192, 1280, 240): "2026-11-27-h100-sweep-split-reduction.json",
     ("2026-11-27-h200-sweep-m144-240.json", 8192, 1280, 208): "2026-11-27-h200-sweep-split-reduction.json",
     ("2026-11-27-h200-sweep-m144-240.json", 8192, 1280, 240): "2026-11-27-h200-sweep-split-reduction.json",
+    # M = 1 on the H200: 4 warps split 6 ways (the M <= 2 fast-DRAM decode rule), a split the sweeps before ee306f9 left
+    # out.
+    ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 8192, 5120, 1):
+        "2026-11-28-h200-sweep-m1-4-decode-warps-candidate.json",
 }
 # (file, K, N, M): cells whose pick is now the 32-row tiles' parallel split, which that sweep timed launched
 # ordinarily (before the pair started as programmatic dependents: 0.85x-0.99x that time back to back at M = 32), with
@@ -359,7 +359,8 @@ def test_every_sweep_of_record_is_read():
                           + 7  # the short-grid rules' untimed moves (H200)
                           + 8 + 5  # the batch of 8's pair cells, then 14-16 column tiles (H200)
                           + 8  # 16 column tiles' K boundary, 13 and 15 column tiles, two 2-split picks (H200)
-                          + 24 + 8 + 10)  # b58c58e's decode kernel: M = 1 / 8, M = 8 first, M = 12 / 16 (H200)
+                          + 24 + 8 + 10  # b58c58e's decode kernel: M = 1 / 8, M = 8 first, M = 12 / 16 (H200)
+                          + 24 + 24)  # the same at M = 1..4: the fast-DRAM rule's candidate, then out of sample
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few
 
 

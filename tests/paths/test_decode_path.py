@@ -216,6 +216,28 @@ def test_decode_warps_and_split_k_reproduce_the_h100_sweeps(N, K, warps_split_m1
             assert PATHS["decode"].choose(DECODE, GemmProblem(M, N, K, 128), key, H100) == config, (M, key)
 
 
+@pytest.mark.parametrize("bandwidth", [4.8e12, 4.0e12])
+def test_decode_takes_4_warps_up_to_m_2_on_fast_dram_where_8_warps_split_2_to_4_ways(bandwidth):
+    # The H200's sweeps (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 7): 8192x8192 (8 warps
+    # split 2 ways, 4 warps 4), 5120x5120 (3, 6), 4096x4096 (4, 8), each pair filling the wave alike.
+    for N, K, narrow, wide in [(8192, 8192, 4, 2), (5120, 5120, 6, 3), (4096, 4096, 8, 4)]:
+        for M in (1, 2):
+            config = decode_path.heuristic(DECODE, M, N, K, 132, bandwidth)
+            assert (config.warps, config.split_k) == (4, narrow), (N, K, M)
+            assert PATHS["decode"].choose(DECODE, GemmProblem(M, N, K, 128), SM90,
+                                          dataclasses.replace(H100, memory_bandwidth=bandwidth)) == config
+        # From M = 3, and on a slower or unknown DRAM, the 8-warp pick stays.
+        for M, bw in [(3, bandwidth), (4, bandwidth), (1, 3.35e12), (2, 0.0)]:
+            config = decode_path.heuristic(DECODE, M, N, K, 132, bw)
+            assert (config.warps, config.split_k) == (8, wide), (N, K, M, bw)
+    # Where 8 warps split 6 or 8 ways (4 warps: 13 or 16) or not at all, they stay too.
+    for N, K, wide in [(2560, 8192, 6), (1280, 8192, 8), (14336, 8192, 1)]:
+        config = decode_path.heuristic(DECODE, 1, N, K, 132, bandwidth)
+        assert (config.warps, config.split_k) == (8, wide), (N, K)
+    # A build without 8-warp blocks is unaffected.
+    assert decode_path.heuristic(DECODE[:1], 1, 8192, 8192, 132, bandwidth) == DecodeConfig(8, 4, 4)
+
+
 def test_decode_split_k_rule():
     # One full wave of 16 warps per SM, never a partial second: floor(blocks per SM x SMs / strips).
     assert decode_path.split_for(DecodeConfig(8, 4), 11008, 4096, 132).split_k == 3  # 528 // 172

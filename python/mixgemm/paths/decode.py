@@ -58,6 +58,16 @@ _MAX_SPLIT_K = 16
 _WIDE_WARPS = 8
 _WIDE_MIN_FILL = 0.9
 _WIDE_FROM_M = 5
+# On a GPU of 4 TB/s or more (the H200), at M <= 2, 4 warps at their own split beat the 8-warp pick wherever that
+# pick splits K 2 to 4 ways, even where both fill the wave alike. In the H200's sweeps of the 39 cells this moves
+# (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 7), 4 warps took 0.997x-1.030x the fastest
+# config's time, where 8 warps took 0.994x-1.055x; the mechanism is not isolated. Not past that: where 8 warps
+# split 6 or 8 ways, 4 warps split 13-16, leaving the last split that many partials to sum, and took 1.02x-1.05x;
+# nor from M = 3, where each partial has M rows (1.00x-1.10x at M = 3, up to 1.16x at M = 4). On the H100 (3.35 TB/s) the same swap stayed within 3% but was slower in 3 of 5 cells, so the
+# bound is the one the sm80 path's widest tiles use.
+_NARROW_FAST_DRAM_MAX_M = 2
+_NARROW_FAST_DRAM_WIDE_SPLITS = range(2, 5)
+_NARROW_FAST_DRAM_FROM_BANDWIDTH = 4.0e12  # bytes per second
 SWEEP_SPLIT_KS = (2, 4, 8, 16)
 
 
@@ -76,9 +86,11 @@ def _fill(config: DecodeConfig, N: int, sm_count: int) -> float:
     return N // STRIP_N * config.split_k * config.warps / (_WARPS_PER_SM * sm_count)
 
 
-def heuristic(configs: list[DecodeConfig], M: int, N: int, K: int, sm_count: int) -> DecodeConfig | None:
-    """The kernel of the fewest rows that takes M, with 4 or 8 warps by the rule above, split by :func:`split_for`;
-    None when no compiled kernel takes M rows."""
+def heuristic(configs: list[DecodeConfig], M: int, N: int, K: int, sm_count: int,
+              memory_bandwidth: float = 0.0) -> DecodeConfig | None:
+    """The kernel of the fewest rows that takes M, with 4 or 8 warps by the rules above (``memory_bandwidth``:
+    the GPU's DRAM peak in bytes per second, 0 where unknown), split by :func:`split_for`; None when no compiled
+    kernel takes M rows."""
     candidates = [c for c in configs if c.rows >= M]
     if not candidates:
         return None
@@ -87,6 +99,9 @@ def heuristic(configs: list[DecodeConfig], M: int, N: int, K: int, sm_count: int
     narrow = by_warps[min(by_warps)]
     wide = by_warps.get(_WIDE_WARPS)
     if wide is None or wide == narrow or _fill(wide, N, sm_count) > 1:
+        return narrow
+    if (M <= _NARROW_FAST_DRAM_MAX_M and wide.split_k in _NARROW_FAST_DRAM_WIDE_SPLITS
+            and memory_bandwidth >= _NARROW_FAST_DRAM_FROM_BANDWIDTH):
         return narrow
     fills_as_well = _fill(wide, N, sm_count) >= _WIDE_MIN_FILL * _fill(narrow, N, sm_count)
     return wide if fills_as_well or M >= _WIDE_FROM_M else narrow
@@ -116,7 +131,7 @@ class DecodePath(KernelPath):
         return reason
 
     def choose(self, configs, problem, key, gpu) -> DecodeConfig | None:
-        return heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count)
+        return heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count, gpu.memory_bandwidth)
 
     def split_variants(self, config: DecodeConfig, problem: GemmProblem, gpu: Gpu) -> list[DecodeConfig]:
         # The sweep's splits and the one split_for gives this config here (3 or 6 where one wave holds that many
