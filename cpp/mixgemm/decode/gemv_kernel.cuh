@@ -24,15 +24,15 @@
 // On sm_90 it is launched as a programmatic dependent (the prologue of gemv_kernel): its weight stream
 // starts in L2 while the previous kernel on the stream finishes.
 //
-// Work split. Grid x = 64-column strips of N, grid y = K splits. A block of kWarps warps covers one strip
-// and its split's run of 64-deep k-batches; warp w takes batches w, w + kWarps, ... (or, where a scale
-// row spans two batches, the pairs 2w, 2w + 1, then 2w + 2 kWarps, ...), so the block reads contiguous
-// runs of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in registers (the next one is
-// loaded while the current one is converted and multiplied): with 4 warps and 4 blocks per SM that is 16
-// warps x 2 KiB = 32 KiB in flight per SM, ~4 MiB over 132 SMs, above the ~3 MB that Little's law asks of
-// HBM3 (3 TB/s x ~1 us). The H200's 4.8 TB/s asks more, but there the kernel's time mostly follows the SM clock,
-// not DRAM, and an L2 prefetch one batch ahead of the register loads made it slower (1.03x-1.19x; docs/perf-notes/
-// 2026-11-28-h200-decode-read-floor.md): there it lacks issue rate more than loads in flight.
+// Work split. Grid x = 64-column strips of N, grid y = K splits (dense grids renumber them split-major: see
+// gemv_kernel). A block of kWarps warps covers one strip and its split's run of 64-deep k-batches; warp w takes
+// batches w, w + kWarps, ... (or, where a scale row spans two batches, the pairs 2w, 2w + 1, then 2w + 2 kWarps,
+// ...), so the block reads contiguous runs of kWarps x 2 KiB (int4) of the strip. Each warp keeps two batches in
+// registers (the next one is loaded while the current one is converted and multiplied): with 4 warps and 4 blocks
+// per SM that is 16 warps x 2 KiB = 32 KiB in flight per SM, ~4 MiB over 132 SMs, above the ~3 MB that Little's law
+// asks of HBM3 (3 TB/s x ~1 us). The H200's 4.8 TB/s asks more, but there the kernel's time mostly follows the SM
+// clock, not DRAM, and an L2 prefetch one batch ahead of the register loads made it slower (1.03x-1.19x;
+// docs/perf-notes/2026-11-28-h200-decode-read-floor.md): there it lacks issue rate more than loads in flight.
 //
 // Reduction, deterministic at every level: mma accumulates in fp32 over a warp's batches; the block's
 // warps are summed in warp order through shared memory; with split_k > 1 every split writes its fp32
@@ -340,7 +340,15 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
   __shared__ int is_last;
 
   const GemvParams& p = params;
-  const int strip = blockIdx.x, split = blockIdx.y;
+  // Dense grids read their (strip, split) off the linear block index with the splits of a strip consecutive.
+  // Blocks start in index order, so the blocks an SM holds at once are about an SM count apart; split-major,
+  // they tend to be at one split's K range and share x's lines in L1. Strip-major (blockIdx as launched) they
+  // sat at different ranges: on 28672x8192 at M = 8 (2 splits) L1 served 26% of the loads and L2 sent 51 MB
+  // more than at M = 1, against 42% and 15 MB on 8192x28672 (unsplit; ncu,
+  // docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9). The grouped grid keeps its own z order.
+  const int linear_block = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+  const int strip = kGrouped ? static_cast<int>(blockIdx.x) : linear_block / static_cast<int>(gridDim.y);
+  const int split = kGrouped ? static_cast<int>(blockIdx.y) : linear_block % static_cast<int>(gridDim.y);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int batches = p.K / kBatchK;
   const int first = split * p.batches_per_split;
