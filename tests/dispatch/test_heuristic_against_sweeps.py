@@ -143,7 +143,10 @@ SWEEPS = {
     "2026-11-28-h200-sweep-16-column-tiles-k-boundary.json": H200,
     # main b58c58e's build, the decode kernel with its scales shared by shuffle: M = 1 and 8 (M = 1 first in each
     # process) on the DESIGN shapes and six TP shards; M = 8 first on four of them; M = 12 / 16, where the 16-row
-    # decode kernel stayed 1.24x-1.47x the 16-row tiles' time.
+    # decode kernel stayed 1.24x-1.47x the 16-row tiles' time. Since be0960e the decode kernel's grids of 2-4 splits
+    # number their blocks split-major, and at M = 8 took 0.90x-0.98x the time these sweeps timed (8192x8192 level;
+    # A/B, docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9): a decode pick there can only have
+    # gained, and a listed M = 8 miss of a decode pick (3584x8192) may now be within 3%.
     "2026-11-28-h200-sweep-m1-8-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m8-first-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m12-16-scale-shuffle.json": H200,
