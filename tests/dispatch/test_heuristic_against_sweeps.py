@@ -144,15 +144,15 @@ SWEEPS = {
     # main b58c58e's build, the decode kernel with its scales shared by shuffle: M = 1 and 8 (M = 1 first in each
     # process) on the DESIGN shapes and six TP shards; M = 8 first on four of them; M = 12 / 16, where the 16-row
     # decode kernel stayed 1.24x-1.47x the 16-row tiles' time. Since be0960e the decode kernel's grids of 2-4 splits
-    # number their blocks split-major, and at M = 8 took 0.90x-0.98x the time these sweeps timed (8192x8192 level;
-    # A/B, docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9): a decode pick there can only have
+    # number their blocks split-major, which at M = 8 took 0.90x-0.98x the strip-major grid's time in an A/B (8192x8192
+    # level; docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9): a decode pick there can only have
     # gained, and a listed M = 8 miss of a decode pick (3584x8192) may now be within 3%.
     "2026-11-28-h200-sweep-m1-8-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m8-first-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m12-16-scale-shuffle.json": H200,
-    # The same build at M = 1..4 on weights not swept there before: first with auto on the rule of its day (read off:
-    # 4 warps at their own split at M <= 2 where 8 warps split 2-4 ways, on a GPU of 4 TB/s or more), then out of
-    # sample for that rule, with auto running it.
+    # The same build at M = 1..4 on 8192x5120 and 15 weights not swept at M <= 4 before: first with auto on the
+    # 8-warp rule of its day (the M <= 2 fast-DRAM rule was read off this sweep), then out of sample for that rule,
+    # with auto running it.
     "2026-11-28-h200-sweep-m1-4-decode-warps-candidate.json": H200,
     "2026-11-28-h200-sweep-m1-3-decode-fast-dram-rule.json": H200,
 }

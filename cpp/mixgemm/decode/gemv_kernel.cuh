@@ -341,11 +341,12 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
 
   const GemvParams& p = params;
   // Dense grids read their (strip, split) off the linear block index with the splits of a strip consecutive.
-  // Blocks start in index order, so the blocks an SM holds at once are about an SM count apart; split-major,
-  // they tend to be at one split's K range and share x's lines in L1. Strip-major (blockIdx as launched) they
-  // sat at different ranges: on 28672x8192 at M = 8 (2 splits) L1 served 26% of the loads and L2 sent 51 MB
-  // more than at M = 1, against 42% and 15 MB on 8192x28672 (unsplit; ncu,
-  // docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9). The grouped grid keeps its own z order.
+  // x is shared only between blocks at the same k on one SM. If blocks start in index order, the blocks an SM
+  // holds at once are about an SM count apart (the hardware does not promise it), and split-major they are at one
+  // split's K range. Strip-major (blockIdx as launched), on 28672x8192 at M = 8 (2 splits) L1 served 27% of the
+  // global loads and L2 sent 51 MB more than at M = 1, against 43% and 15 MB on 8192x28672 (unsplit); split-major
+  // took 0.96x the time at M = 8 there (ncu and A/B, docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md
+  // section 9). The grouped grid keeps its own z order.
   const int linear_block = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
   const int strip = kGrouped ? static_cast<int>(blockIdx.x) : linear_block / static_cast<int>(gridDim.y);
   const int split = kGrouped ? static_cast<int>(blockIdx.y) : linear_block % static_cast<int>(gridDim.y);

@@ -58,13 +58,14 @@ _MAX_SPLIT_K = 16
 _WIDE_WARPS = 8
 _WIDE_MIN_FILL = 0.9
 _WIDE_FROM_M = 5
-# On a GPU of 4 TB/s or more (the H200), at M <= 2, 4 warps at their own split beat the 8-warp pick wherever that
-# pick splits K 2 to 4 ways, even where both fill the wave alike. In the H200's sweeps of the 39 cells this moves
-# (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 7), 4 warps took 0.997x-1.030x the fastest
-# config's time, where 8 warps took 0.994x-1.055x; the mechanism is not isolated. Not past that: where 8 warps
-# split 6 or 8 ways, 4 warps split 13-16, leaving the last split that many partials to sum, and took 1.02x-1.05x;
-# nor from M = 3, where each partial has M rows (1.00x-1.10x at M = 3, up to 1.16x at M = 4). On the H100 (3.35 TB/s) the same swap stayed within 3% but was slower in 3 of 5 cells, so the
-# bound is the one the sm80 path's widest tiles use.
+# On a GPU of 4 TB/s or more (the H200), at M <= 2, 4 warps at twice the split are the better pick where the
+# 8-warp pick splits K 2 to 4 ways, though both fill the wave alike. In the H200's sweeps of the 39 cells this
+# moves (docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 7), 4 warps took 0.997x-1.030x the
+# fastest config's time and 8 warps 0.994x-1.055x (4 warps faster in 29, slower in 10 by at most 2.2%, or 3.0%
+# where the auto row read high); the mechanism is not isolated. Not past that: where 8 warps split 6 or 8 ways, 4
+# warps split 13-16, leaving the last split that many partials to sum, and took 1.02x-1.05x; nor from M = 3, where
+# each partial has M rows (1.00x-1.09x at M = 3, up to 1.16x at M = 4). On the H100 (3.35 TB/s) the same swap
+# stayed within 3% but was slower in 3 of 5 cells, so the bound is the one the sm80 path's widest tiles use.
 _NARROW_FAST_DRAM_MAX_M = 2
 _NARROW_FAST_DRAM_WIDE_SPLITS = range(2, 5)
 _NARROW_FAST_DRAM_FROM_BANDWIDTH = 4.0e12  # bytes per second
