@@ -341,11 +341,10 @@ __global__ void __launch_bounds__(32 * kWarps, (kGemvMinBlocks<Bits, kMTiles, kW
 
   const GemvParams& p = params;
   // Dense grids read their (strip, split) off the linear block index with the splits of a strip consecutive.
-  // x is shared only between blocks at the same k on one SM. If blocks start in index order, the blocks an SM
-  // holds at once are about an SM count apart (the hardware does not promise it), and split-major they are at one
-  // split's K range. Strip-major (blockIdx as launched), on 28672x8192 at M = 8 (2 splits) L1 served 27% of the
-  // global loads and L2 sent 51 MB more than at M = 1, against 43% and 15 MB on 8192x28672 (unsplit); split-major
-  // took 0.96x the time at M = 8 there (ncu and A/B, docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md
+  // x is shared in L1 only between blocks at the same k on one SM. If blocks start in index order, the blocks an
+  // SM holds at once are about an SM count apart (the hardware does not promise it): split-major, they tend to be
+  // at one split's K range; strip-major, at different ones (at M = 8 split-major took 0.90x-0.98x the time on 6
+  // of 7 grids of 2-4 splits, level on the 7th: docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md,
   // section 9). The grouped grid keeps its own z order.
   const int linear_block = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
   const int strip = kGrouped ? static_cast<int>(blockIdx.x) : linear_block / static_cast<int>(gridDim.y);

@@ -39,6 +39,12 @@ class GemmProblem:
     group_size: int
 
 
+# The read bandwidth that splits the GPUs measured into two classes for the rules that depend on it (bytes per
+# second): the H100 (3.35 TB/s) below, the H200 (4.8 TB/s) above. The sm80 path's widest tiles and the decode path's
+# warps at M <= 2 each changed their fastest config between those two GPUs; no GPU in between has been measured.
+FAST_DRAM_BANDWIDTH = 4.0e12
+
+
 @dataclasses.dataclass(frozen=True)
 class Gpu:
     """What a path's heuristic reads of the GPU a plan runs on: ``memory_bandwidth`` is the DRAM's peak in bytes per

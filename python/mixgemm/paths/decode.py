@@ -12,8 +12,8 @@ import dataclasses
 import re
 
 from ..kernel_key import KernelKey
-from .base import (SPLIT_SUFFIX, GemmProblem, Gpu, KernelPath, SerialSplitConfig, check_positive_ints,
-                   check_split, split_of)
+from .base import (FAST_DRAM_BANDWIDTH, SPLIT_SUFFIX, GemmProblem, Gpu, KernelPath, SerialSplitConfig,
+                   check_positive_ints, check_split, split_of)
 
 STRIP_N = 64  # columns per block
 BATCH_K = 64  # K rows per warp step
@@ -65,10 +65,9 @@ _WIDE_FROM_M = 5
 # where the auto row read high); the mechanism is not isolated. Not past that: where 8 warps split 6 or 8 ways, 4
 # warps split 13-16, leaving the last split that many partials to sum, and took 1.02x-1.05x; nor from M = 3, where
 # each partial has M rows (1.00x-1.09x at M = 3, up to 1.16x at M = 4). On the H100 (3.35 TB/s) the same swap
-# stayed within 3% but was slower in 3 of 5 cells, so the bound is the one the sm80 path's widest tiles use.
+# stayed within 3% but was slower in 3 of 5 cells, so the rule holds from base.FAST_DRAM_BANDWIDTH on.
 _NARROW_FAST_DRAM_MAX_M = 2
 _NARROW_FAST_DRAM_WIDE_SPLITS = range(2, 5)
-_NARROW_FAST_DRAM_FROM_BANDWIDTH = 4.0e12  # bytes per second
 SWEEP_SPLIT_KS = (2, 4, 8, 16)
 
 
@@ -102,7 +101,7 @@ def heuristic(configs: list[DecodeConfig], M: int, N: int, K: int, sm_count: int
     if wide is None or wide == narrow or _fill(wide, N, sm_count) > 1:
         return narrow
     if (M <= _NARROW_FAST_DRAM_MAX_M and wide.split_k in _NARROW_FAST_DRAM_WIDE_SPLITS
-            and memory_bandwidth >= _NARROW_FAST_DRAM_FROM_BANDWIDTH):
+            and memory_bandwidth >= FAST_DRAM_BANDWIDTH):
         return narrow
     fills_as_well = _fill(wide, N, sm_count) >= _WIDE_MIN_FILL * _fill(narrow, N, sm_count)
     return wide if fills_as_well or M >= _WIDE_FROM_M else narrow

@@ -14,8 +14,8 @@ import math
 import re
 
 from ..kernel_key import KernelKey
-from .base import (SPLIT_SUFFIX, GemmConfig, GemmProblem, Gpu, KernelPath, check_positive_ints, check_split,
-                   split_of)
+from .base import (FAST_DRAM_BANDWIDTH, SPLIT_SUFFIX, GemmConfig, GemmProblem, Gpu, KernelPath, check_positive_ints,
+                   check_split, split_of)
 
 TILE_K = 64  # the main loop's k-tile
 
@@ -85,8 +85,7 @@ _SMALL_M_FIRST = {"sm80": (16, 128), "sm90": (16, 128)}
 # more bytes in flight to cover its latency (Little's law), which stream-K's 264 blocks keep and two splits' 224 do not.
 # On 8192x28672 at M = 16 two splits took 0.95x-0.97x stream-K's time on the H100 (3.35 TB/s) and 1.05x on the H200
 # (4.8 TB/s); the bound lies between (2026-11-26-m17-64-sm90-after-dependent-launch.md). A GPU whose bandwidth the
-# driver does not report keeps stream-K.
-_WIDEST_TWO_SPLITS_BELOW_BANDWIDTH = 4.0e12  # bytes per second
+# driver does not report keeps stream-K. The bound is base.FAST_DRAM_BANDWIDTH.
 
 
 def _widest(layout: str, N: int, sm_count: int) -> bool:
@@ -299,7 +298,7 @@ def _sm90_layout_split_k(config: Sm80Config, M: int, N: int, K: int, sm_count: i
     16 x 256 tiles by the GPU's bandwidth; 16 x 128 on a short K, unsplit where its tiles fill the wave), or None where
     no rule applies."""
     if ((config.tile_m, config.tile_n) == (16, 256) and M <= 16 and _widest("sm90", N, sm_count)
-            and 0 < memory_bandwidth < _WIDEST_TWO_SPLITS_BELOW_BANDWIDTH
+            and 0 < memory_bandwidth < FAST_DRAM_BANDWIDTH
             and K // config.tile_k >= 2 * _SPLIT_K_MIN_K_TILES):
         return config.with_split_k(2, "parallel")
     if M > _SPLIT_K_SM90_LAYOUT_MAX_M.get((config.tile_m, config.tile_n), 0):
