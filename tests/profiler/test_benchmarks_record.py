@@ -260,7 +260,7 @@ def test_benchmarks_md_has_one_record_block():
 def test_the_h200_read_floor_tables_are_the_scripts_output():
     """BENCHMARKS.md's H200 read-floor tables, pasted outside the record block, are what the script prints for
     their one file (its path headings one level down, under the H200 section's own)."""
-    source = "benchmarks/2026-11-28-h200-m1-16-read-floor-design-scale-shuffle.json"
+    source = "benchmarks/2026-11-28-h200-m1-16-read-floor-design-split-major.json"
     block = record.render([record.load_run(str(ROOT / source), "a")])
     block = block.replace(str(ROOT / source), source).replace("\n### ", "\n#### ")
     assert "#### Decode path (batched GEMV), NVIDIA H200" in block
