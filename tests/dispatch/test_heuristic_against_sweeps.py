@@ -146,7 +146,7 @@ SWEEPS = {
     # decode kernel stayed 1.24x-1.47x the 16-row tiles' time. Since be0960e the decode kernel's grids of 2-4 splits
     # number their blocks split-major, which at M = 8 took 0.90x-0.98x the strip-major grid's time in an A/B (8192x8192
     # level; docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9): a decode pick there can only have
-    # gained, and a listed M = 8 miss of a decode pick (3584x8192) may now be within 3%.
+    # gained; the listed M = 8 miss of a decode pick (3584x8192) is the fastest config in the sweep of that build below.
     "2026-11-28-h200-sweep-m1-8-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m8-first-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m12-16-scale-shuffle.json": H200,
