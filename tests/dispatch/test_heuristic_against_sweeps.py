@@ -146,7 +146,7 @@ SWEEPS = {
     # decode kernel stayed 1.24x-1.47x the 16-row tiles' time. Since be0960e the decode kernel's grids of 2-4 splits
     # number their blocks split-major, which at M = 8 took 0.90x-0.98x the strip-major grid's time in an A/B (8192x8192
     # level; docs/perf-notes/2026-11-28-h200-decode-lane-addresses.md section 9): a decode pick there can only have
-    # gained; the listed M = 8 miss of a decode pick (3584x8192) is the fastest config in the sweep of that build below.
+    # gained; the listed M = 8 miss of a decode pick (3584x8192) is within 1.4% in the sweep of that build below.
     "2026-11-28-h200-sweep-m1-8-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m8-first-scale-shuffle.json": H200,
     "2026-11-28-h200-sweep-m12-16-scale-shuffle.json": H200,
@@ -157,7 +157,7 @@ SWEEPS = {
     "2026-11-28-h200-sweep-m1-3-decode-fast-dram-rule.json": H200,
     # main be0960e's build, the dense decode grid numbered split-major: M = 1, 2, 8 (M = 8 third in each process) on
     # 3584x8192, whose M = 8 miss below was timed on the strip-major grid, the three M = 8 cells listed as timed
-    # second, 28672x8192 and 14336x8192.
+    # second (8192x8192, 11008x4096, 28672x8192) and 14336x8192.
     "2026-11-28-h200-sweep-m1-2-8-split-major-grid.json": H200,
 }
 TARGET = 1.03
@@ -248,12 +248,12 @@ MISSES = {
     ("2026-11-28-h200-sweep-short-k-16-rows-out-of-sample.json", 512, 8192, 16): 1.076,
     # 3584x8192 M = 8: the 16-row tiles split 4 ways (the parallel split) fastest, where auto takes the decode kernel
     # (8 warps, 2 splits) up to 8 rows; in both sweeps, on the strip-major decode grid. On the split-major grid the
-    # decode pick is the fastest config (...-sweep-m1-2-8-split-major-grid.json).
+    # pick's named row is the fastest config and its auto row 1.013x (...-sweep-m1-2-8-split-major-grid.json).
     ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 3584, 8192, 8): 1.077,
     ("2026-11-28-h200-sweep-m8-first-scale-shuffle.json", 3584, 8192, 8): 1.069,
     # M = 8 timed second in its process (after M = 1): the auto row read 3%-7% above the same config's named row, both
     # rounds alike. With M = 8 first (...-m8-first-scale-shuffle.json) auto was the fastest config in all three, and
-    # within 1.3% of it on the split-major grid with M = 8 third (...-sweep-m1-2-8-split-major-grid.json).
+    # at 0.990x-1.009x of it on the split-major grid with M = 8 third (...-sweep-m1-2-8-split-major-grid.json).
     ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 8192, 8192, 8): 1.074,
     ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 11008, 4096, 8): 1.071,
     ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 28672, 8192, 8): 1.034,
