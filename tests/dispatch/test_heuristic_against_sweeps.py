@@ -159,6 +159,11 @@ SWEEPS = {
     # 3584x8192, whose M = 8 miss below was timed on the strip-major grid, the three M = 8 cells listed as timed
     # second (8192x8192, 11008x4096, 28672x8192) and 14336x8192.
     "2026-11-28-h200-sweep-m1-2-8-split-major-grid.json": H200,
+    # The H200 TP cells behind cuBLAS fp16 at M = 64..256 with the sm90 splits widened to 16 (none past 6 fastest),
+    # then M = 96 / 128 where 128 x 128 gives an SM 9.7-19.4 k-tiles: the fast-DRAM busiest-SM rule was read off
+    # both (its auto rows ran the rule before).
+    "2026-11-28-h200-sweep-narrow-tp-splits-to-16.json": H200,
+    "2026-11-28-h200-sweep-m96-128-token-tile-by-busiest-sm.json": H200,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -370,7 +375,8 @@ def test_every_sweep_of_record_is_read():
                           + 8  # 16 column tiles' K boundary, 13 and 15 column tiles, two 2-split picks (H200)
                           + 24 + 8 + 10  # b58c58e's decode kernel: M = 1 / 8, M = 8 first, M = 12 / 16 (H200)
                           + 24 + 24  # the same at M = 1..4: the fast-DRAM rule's candidate, then out of sample
-                          + 15)  # be0960e's split-major decode grid at M = 1, 2, 8 (H200)
+                          + 15  # be0960e's split-major decode grid at M = 1, 2, 8 (H200)
+                          + 6 + 14)  # the TP cells behind cuBLAS, splits to 16; M = 96 / 128 busiest SM (H200)
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few
 
 

@@ -594,6 +594,45 @@ def test_sm90_long_128_token_splits_before_64_token_tiles(M, N, K, name):
     assert sm90_path._LONG_SPLIT_MIN_K_TILES == 32
 
 
+H100_BANDWIDTH, H200_BANDWIDTH = 3.35e12, 4.8e12
+
+
+@pytest.mark.parametrize("M, K, N, h100, h200", [
+    # Under 16 k-tiles an SM for 128 x 128, where on the H200 it streams few enough on its busiest SM:
+    # L64 - 1.3 L128 = 32 - 1.3 x 16 = 11.2 (unsplit 64 x 128; 128 x 128 split 2, or split 4 on 4096x4096).
+    (128, 2048, 8192, "sm90_64x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k2s"),
+    (96, 4096, 4096, "sm90_64x128x64_c1x1_coop_streamk_k2s", "sm90_128x128x64_c1x1_coop_streamk_k4r"),
+    (65, 3072, 5120, "sm90_64x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k3s"),
+    # 24 - 1.3 x 12 = 8.4 (128 x 128 spread by stream-K), 16 - 1.3 x 8 = 5.6: the 64-token tiles on both GPUs.
+    (128, 1536, 8192, "sm90_64x128x64_c1x1_coop_streamk", "sm90_64x128x64_c1x1_coop_streamk"),
+    (128, 1024, 8192, "sm90_64x128x64_c1x1_coop_streamk", "sm90_64x128x64_c1x1_coop_streamk"),
+    # Split 6 either way (22 k-tiles a split on both): the 64-token tiles.
+    (128, 8192, 1280, "sm90_64x128x64_c1x1_coop_streamk_k6s", "sm90_64x128x64_c1x1_coop_streamk_k6s"),
+    # From 16 k-tiles an SM the H100's measure takes 128 x 128 on both, though the 64-token tiles' 1.3 waves spread
+    # by stream-K would count fewer k-tiles on the busiest SM (84 against 1.3 x 64).
+    (128, 4096, 11008, "sm90_128x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk"),
+])
+def test_sm90_128_token_tiles_by_the_busiest_sm_on_a_fast_dram(M, K, N, h100, h200):
+    for bandwidth, name in ((H100_BANDWIDTH, h100), (0.0, h100), (H200_BANDWIDTH, h200)):
+        config = sm90_path.heuristic(SM90_FULL, M, N, K, 132, bandwidth)
+        assert sm90_path.split_for(config, M, N, K, 132).name == name, bandwidth
+    # The GPU's bandwidth reaches the rule through the path's choice.
+    gpu = Gpu("NVIDIA H200", 132, (9, 0), H200_BANDWIDTH)
+    assert PATHS["sm90"].choose(SM90_FULL, GemmProblem(M, N, K, 128), SM90, gpu).name == h200
+
+
+def test_sm90_busiest_sm_k_tiles():
+    # 128 tiles of 64 x 128 unsplit in one wave: each SM streams one tile's 32 k-tiles.
+    assert sm90_path._busiest_sm_k_tiles((64, 128), 128, 8192, 2048, 132) == 32
+    # 64 tiles of 128 x 128 split 2: 128 units of 16.
+    assert sm90_path._busiest_sm_k_tiles((128, 128), 128, 8192, 2048, 132) == 16
+    # 64 tiles unsplit (K too short to split) under half a wave: stream-K spreads 64 x 24 k-tiles over 132 SMs.
+    assert sm90_path._busiest_sm_k_tiles((128, 128), 128, 8192, 1536, 132) == 12
+    # 86 tiles unsplit over half a wave: whole tiles.
+    assert sm90_path._busiest_sm_k_tiles((128, 128), 128, 11008, 4096, 132) == 64
+    assert (sm90_path._TOKEN_TILE_128_K_TILE_COST, sm90_path._TOKEN_TILE_128_EXTRA_COST_K_TILES) == (1.3, 10)
+
+
 @pytest.mark.parametrize("M, name", [
     # 28672 x 8192: 32 tiles of 128 x 256 split 4, 64 of 128 x 128 split 2. The narrow split where x's box zero-fills
     # at most 32 rows (M >= 96), the wide one where more (M = 65..95).

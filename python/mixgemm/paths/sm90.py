@@ -21,7 +21,7 @@ import re
 import torch
 
 from ..kernel_key import KernelKey
-from .base import GemmConfig, GemmProblem, Gpu, KernelPath, check_positive_ints, check_split
+from .base import FAST_DRAM_BANDWIDTH, GemmConfig, GemmProblem, Gpu, KernelPath, check_positive_ints, check_split
 
 TILE_K = 64  # 128 bytes of 16-bit x per k-tile
 SCHEDULES = ("coop", "pingpong")
@@ -130,6 +130,22 @@ _TALL_SPLIT_MIN_K_TILES_PER_SPLIT = 32
 # stream the weight: at M = 128 they took 0.74x-0.98x the 128-token tile's time at 7.8-15.5 k-tiles an SM, 1.00x at 19.4
 # and 1.10x-1.50x from 27 (H100, 2026-11-26-wide-weight-tiles.md).
 _TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
+# On a fast DRAM (base.FAST_DRAM_BANDWIDTH: the H200) that measure gives the 64-token tiles too much: at 9.7 and 11.6
+# k-tiles an SM each won on one weight. There 128 x 128 is also taken where it streams fewer k-tiles on its busiest SM
+# at split_for's split (_busiest_sm_k_tiles), L128 for one 128-token tile a weight tile against L64 for two 64-token
+# tiles, by the costs below. (Only also: on 4096x11008 the 64-token tiles' 1.3 waves, spread by stream-K, would count
+# as fewer k-tiles than 128 x 128's 0.65 of a wave, and that cell has not been swept at these M.) Where fixed costs
+# vanish (28672x8192, 8192x11008 at M = 96..128) the 128-token tiles took 0.63x-0.74x the 64-token tiles' time with
+# half their k-tiles on the busiest SM: a 128-token k-tile costs 1.25-1.5 times a 64-token one (1.3 taken). Below, the
+# 128-token tiles' split or stream-K spread and longer pipeline fill cost a fixed amount more, worth this many
+# 64-token k-tiles: on the 28 H200 cells swept at M = 96..128, 128 x 128 was the faster of the two wherever
+# L64 - 1.3 L128 was 11.2 or more (0.60x-0.96x the 64-token tiles' time; 2048x5120, 2048x6144, 2048x8192, 4096x4096
+# and 3072x5120 among them, which the measure above gave to 64 x 128 at 1.04x-1.33x the fastest config) and the
+# slower wherever it was 8.4 or less (1.13x-1.24x: 1024x8192, 1536x8192, 8192x1280) (H200,
+# 2026-11-28-m65-128-token-tile-by-busiest-sm.md). On the H100 4096x4096 at M = 128 (11.2) took the 64-token tiles
+# (the 128 x 128 split 1.064x, a sweep of 2026-11-26), so the H100 keeps the measure above until it is swept again.
+_TOKEN_TILE_128_K_TILE_COST = 1.3
+_TOKEN_TILE_128_EXTRA_COST_K_TILES = 10
 # A persistent tile shape is taken only if its tiles make at least this share of one wave (fewer leave SMs idle: the
 # next choice has more, smaller tiles); stream-K fills the GPU by construction. For 256 x 128 the share is where
 # 128 x 128 stream-K, which replaces it, breaks even: T tiles under one wave take one 256 x 128 tile time, and 2T half
@@ -351,10 +367,31 @@ def _pingpong_zero_fill_limit(tile_m: int, M: int, K: int) -> int:
     return _PINGPONG_MAX_ZERO_FILLED_ROWS
 
 
-def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int) -> bool:
+def _busiest_sm_k_tiles(tile: tuple[int, int], M: int, N: int, K: int, sm_count: int) -> int:
+    """The k-tiles the busiest SM streams when stream-K ``tile`` (tile_m, tile_n) tiles at split_for's split cover an
+    M x N x K problem: whole waves of split units, or, unsplit where stream-K spreads the tiles' last wave
+    (_stream_k_spreads), an even share of all k-tiles."""
+    split = split_for(Sm90Config(*tile, 1, 1, "coop", "streamk"), M, N, K, sm_count).split_k
+    tiles, k_tiles = _tiles(*tile, M, N), K // TILE_K
+    if split == 1 and _stream_k_spreads(tiles, sm_count):
+        return math.ceil(tiles * k_tiles / sm_count)
+    return math.ceil(tiles * split / sm_count) * math.ceil(k_tiles / split)
+
+
+def _token_tile_128_beats_two_64s(M: int, N: int, K: int, sm_count: int) -> bool:
+    """Whether 128 x 128 stream-K tiles beat 64 x 128 ones at M = 65..128 on a fast DRAM (see
+    _TOKEN_TILE_128_EXTRA_COST_K_TILES)."""
+    return (_busiest_sm_k_tiles((64, _NARROW_TILE_N), M, N, K, sm_count)
+            - _TOKEN_TILE_128_K_TILE_COST * _busiest_sm_k_tiles((128, _NARROW_TILE_N), M, N, K, sm_count)
+            >= _TOKEN_TILE_128_EXTRA_COST_K_TILES)
+
+
+def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_count: int,
+          memory_bandwidth: float = 0.0) -> bool:
     """Whether a choice of :data:`_CHOICES` gives every SM enough work (see above): the 256-column tiles (enough
     k-tiles or, up to 64 rows, fill the GPU where 128 columns cannot; the 128-token one not where it splits more ways
-    than 128 x 128 with a short x fill); up to 128 rows the 128 x 128 tile (enough k-tiles); above, 256 x 128
+    than 128 x 128 with a short x fill); up to 128 rows the 128 x 128 tile (enough k-tiles; on a fast DRAM
+    (``memory_bandwidth``, bytes per second) where it beats two 64-token tiles on the busiest SM); above, 256 x 128
     stream-K where only it fills the GPU (with 32 k-tiles a split) and 64 x 128 where it fills the GPU (within one
     wave) and 128 x 128 cannot; the other choices always."""
     if tile_n == _WIDE_TILE_N:
@@ -365,7 +402,8 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
                 or (M <= _WIDE_FILL_MAX_M and _fills_where_the_others_idle(
                     (tile_m, _WIDE_TILE_N), ((tile_m, _NARROW_TILE_N, "streamk"),), M, N, K, sm_count)))
     if (tile_m, tile_n) == (128, 128) and M <= 128:
-        return _k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
+        return (_k_tiles_per_sm(tile_m, tile_n, M, N, K, sm_count) >= _TOKEN_TILE_128_MIN_K_TILES_PER_SM
+                or (memory_bandwidth >= FAST_DRAM_BANDWIDTH and _token_tile_128_beats_two_64s(M, N, K, sm_count)))
     if (tile_m, tile_n, scheduler) == (256, 128, "streamk"):
         split = _split((256, 128), M, N, K, sm_count)
         if K // TILE_K // split < _TALL_SPLIT_MIN_K_TILES_PER_SPLIT:
@@ -378,12 +416,14 @@ def _pays(tile_m: int, tile_n: int, scheduler: str, M: int, N: int, K: int, sm_c
     return True
 
 
-def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) -> Sm90Config | None:
+def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int,
+              memory_bandwidth: float = 0.0) -> Sm90Config | None:
     """The config for M rows among ``configs``, or None when none tiles N. Above 128 rows three rules go first: the
     ping-pong tile where K is short (_short_k_ping_pong), 64-token tiles sized to M (_token_tile_64_sized_to_m), and
     at 257..384 rows with a long K three 128-token tiles, 256 columns wide where they pay (_three_token_tiles).
     Else walks M's bucket of :data:`_CHOICES`
-    (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles);
+    (the 256-column and, up to 128 rows, the 128 x 128 tiles only where they give every SM enough k-tiles, on a fast
+    DRAM (``memory_bandwidth``, bytes per second) where they beat two 64-token tiles on the busiest SM);
     failing those (a reduced build), the smallest compiled token tile that covers M among the 128-column and
     narrower ones, else the largest (single CTAs first). The ping-pong choice is skipped where its last x box
     zero-fills many rows (_pingpong_zero_fill_limit) and where 128 x 128 tiles make two waves of thirds
@@ -406,7 +446,7 @@ def heuristic(configs: list[Sm90Config], M: int, N: int, K: int, sm_count: int) 
     choices = next(choices for bound, choices in _CHOICES if M <= bound)
     for tile_m, tile_n, schedule, scheduler in choices:
         config = by_shape.get((tile_m, tile_n, schedule, scheduler))
-        if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count):
+        if config is None or not _pays(tile_m, tile_n, scheduler, M, N, K, sm_count, memory_bandwidth):
             continue
         if schedule == "pingpong" and (_x_rows_zero_filled(tile_m, M) > _pingpong_zero_fill_limit(tile_m, M, K)
                                        or _in_two_waves_of_thirds(M, N, K, sm_count)):
@@ -645,7 +685,7 @@ class Sm90Path(KernelPath):
     def choose(self, configs, problem, key, gpu) -> Sm90Config | None:
         if gpu.capability != (9, 0):
             return None  # sm_90a code runs on 9.0 only: another GPU runs an sm90-layout weight on the other paths
-        config = heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count)
+        config = heuristic(configs, problem.M, problem.N, problem.K, gpu.sm_count, gpu.memory_bandwidth)
         return None if config is None else split_for(config, problem.M, problem.N, problem.K, gpu.sm_count)
 
     def split_variants(self, config: Sm90Config, problem: GemmProblem, gpu: Gpu) -> list[Sm90Config]:
