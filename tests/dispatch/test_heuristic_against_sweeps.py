@@ -164,6 +164,8 @@ SWEEPS = {
     # both (its auto rows ran the rule before).
     "2026-11-28-h200-sweep-narrow-tp-splits-to-16.json": H200,
     "2026-11-28-h200-sweep-m96-128-token-tile-by-busiest-sm.json": H200,
+    # Then out of sample at M = 72 / 128 (the split condition read off 1536x6144's rows).
+    "2026-11-28-h200-sweep-m72-128-busiest-sm-out-of-sample.json": H200,
 }
 TARGET = 1.03
 # (file, K, N, M): the pick's time over the best's in that sweep, where it misses the target.
@@ -264,6 +266,12 @@ MISSES = {
     ("2026-11-28-h200-sweep-m1-8-scale-shuffle.json", 28672, 8192, 8): 1.034,
     # 28672x8192 M = 12: 16 x 128 split 8 ways serially, where 16 x 256 split 16 ways (the parallel split) was fastest.
     ("2026-11-28-h200-sweep-m12-16-scale-shuffle.json", 28672, 8192, 12): 1.033,
+    # The busiest-SM rule out of sample: 2560x5120 moved to 128 x 128 (the 64-token tiles took 1.22x / 1.24x), split 2
+    # (20 k-tiles, 80 of 132 SMs) where split 3 (13.3 k-tiles, 120 SMs) was fastest, as on 2048x5120 in sample (split 3
+    # fastest, split 2 1.004x / 1.024x). 2048x4096 M = 72, not moved: the sm80 32 x 128 pair of 4 splits fastest.
+    ("2026-11-28-h200-sweep-m72-128-busiest-sm-out-of-sample.json", 2560, 5120, 72): 1.043,
+    ("2026-11-28-h200-sweep-m72-128-busiest-sm-out-of-sample.json", 2560, 5120, 128): 1.057,
+    ("2026-11-28-h200-sweep-m72-128-busiest-sm-out-of-sample.json", 2048, 4096, 72): 1.033,
 }
 # (file, K, N, M): cells whose pick is now a split that sweep did not time (past the cap of its day), with the record
 # that times it.
@@ -376,7 +384,8 @@ def test_every_sweep_of_record_is_read():
                           + 24 + 8 + 10  # b58c58e's decode kernel: M = 1 / 8, M = 8 first, M = 12 / 16 (H200)
                           + 24 + 24  # the same at M = 1..4: the fast-DRAM rule's candidate, then out of sample
                           + 15  # be0960e's split-major decode grid at M = 1, 2, 8 (H200)
-                          + 6 + 14)  # the TP cells behind cuBLAS, splits to 16; M = 96 / 128 busiest SM (H200)
+                          + 6 + 14  # the TP cells behind cuBLAS, splits to 16; M = 96 / 128 busiest SM (H200)
+                          + 12)  # the busiest-SM rule out of sample at M = 72 / 128 (H200)
     assert all(len(c.values[5]) > 50 for c in cells)  # every compiled config of the full set, not a few
 
 

@@ -603,9 +603,13 @@ H100_BANDWIDTH, H200_BANDWIDTH = 3.35e12, 4.8e12
     (128, 2048, 8192, "sm90_64x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k2s"),
     (96, 4096, 4096, "sm90_64x128x64_c1x1_coop_streamk_k2s", "sm90_128x128x64_c1x1_coop_streamk_k4r"),
     (65, 3072, 5120, "sm90_64x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk_k3s"),
-    # 24 - 1.3 x 12 = 8.4 (128 x 128 spread by stream-K), 16 - 1.3 x 8 = 5.6: the 64-token tiles on both GPUs.
+    # 128 x 128 unsplit (under 32 k-tiles), spread by stream-K: the 64-token tiles on both GPUs, whatever the count
+    # (24 - 1.3 x 12 = 8.4, 16 - 1.3 x 8 = 5.6, 24 - 1.3 x 9 = 12.3).
     (128, 1536, 8192, "sm90_64x128x64_c1x1_coop_streamk", "sm90_64x128x64_c1x1_coop_streamk"),
     (128, 1024, 8192, "sm90_64x128x64_c1x1_coop_streamk", "sm90_64x128x64_c1x1_coop_streamk"),
+    (72, 1536, 6144, "sm90_64x128x64_c1x1_coop_streamk", "sm90_64x128x64_c1x1_coop_streamk"),
+    # 64 x 128 split 2 against 128 x 128 split 2, both 16 k-tiles on the busiest SM: the 64-token tiles.
+    (128, 2048, 4096, "sm90_64x128x64_c1x1_coop_streamk_k2s", "sm90_64x128x64_c1x1_coop_streamk_k2s"),
     # Split 6 either way (22 k-tiles a split on both): the 64-token tiles.
     (128, 8192, 1280, "sm90_64x128x64_c1x1_coop_streamk_k6s", "sm90_64x128x64_c1x1_coop_streamk_k6s"),
     # From 16 k-tiles an SM the H100's measure takes 128 x 128 on both, though the 64-token tiles' 1.3 waves spread
