@@ -118,6 +118,14 @@ def test_h200_grid_table_of_record():
     assert "in 59 of 60 cells in both variants, 60 with zero points" in table
     assert "| 11008x4096 | 1 | 8.92 | 8.92 | 15.98 gemlite zp | 0.558 | 0.558 | `decode_m8_w4_k8s` |" in table
     assert "| 28672x8192 | 8 | 35.15 | 35.24 | 44.09 vLLM Marlin sym | 0.797 | 0.799 | `decode_m8_w8_k2s` |" in table
+    assert "| 4096x4096 | 128 | 13.38 | 13.43 | 13.58 cuBLAS fp16 | 0.986 | 0.990 |" in table
+    # Then 4096x4096 M = 128 with 128 x 128 split 4 by the fast-DRAM busiest-SM rule.
+    runs.append(str(b / "2026-11-28-h200-busiest-sm-m128-grid-peers.json"))
+    table = load_tool("record_grid").grid_table(runs)
+    assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
+    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    assert ("| 4096x4096 | 128 | 13.27 | 13.26 | 13.61 cuBLAS fp16 | 0.975 | 0.974 | "
+            "`sm90_128x128x64_c1x1_coop_streamk_k4r` |") in table
     assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
 
 

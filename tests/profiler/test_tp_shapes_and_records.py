@@ -154,11 +154,20 @@ def test_h200_tp_table_of_record():
     assert "| 8192x2560 | 32 | 10.2 | 14.7 vllm_marlin[zp] | 0.693 | - |" in table
     assert "| 8192x1280 | 16 | 6.4 | 10.7 cublas_fp16 | 0.599 | - |" in table
     assert "| 8192x7168 | 32 | 19.4 | 23.5 machete[sym] | 0.824 | - |" in table
+    # Then 8192x1280 and 1024x8192 at M = 64 / 128 on the picks of 2026-11-28 (the sm80 32-row tiles at M = 64), and
+    # 2048x8192 M = 128 with 128 x 128 split 2 by the fast-DRAM busiest-SM rule.
+    peers += [str(ROOT / "benchmarks" / f"2026-11-28-h200-{name}-tp-peers.json")
+              for name in ("narrow-m64-128", "busiest-sm-m128")]
+    table = load_tool("record_moe_tp").tp_table("-", peers)
+    assert "in 85 of 96 cells" in table
+    assert "| 8192x1280 | 64 | 9.9 | 11.0 cublas_fp16 | 0.902 | - |" in table
+    assert "| 1024x8192 | 64 | 6.8 | 7.0 cublas_fp16 | 0.978 | - |" in table
+    assert "| 2048x8192 | 128 | 11.5 | 11.3 cublas_fp16 | 1.014 **behind** | - |" in table
     # The H200's read floor (2026-11-28, a bench run at M = 1 and 16 on the TP shards, with the decode kernel's dense
     # grid numbered split-major and the M <= 2 fast-DRAM rule): the floor column, the same cells and count.
     floors = str(ROOT / "benchmarks" / "2026-11-28-h200-m1-16-read-floor-tp-split-major.json")
     with_floor = load_tool("record_moe_tp").tp_table(floors, peers)
-    assert "in 83 of 96 cells" in with_floor
+    assert "in 85 of 96 cells" in with_floor
     assert "| 8192x28672 | 1 | 36.0 | 44.6 vllm_marlin[sym] | 0.808 | 1.13x |" in with_floor
     assert "| 1024x8192 | 1 | 3.5 | 5.7 gemlite[sym] | 0.611 | 1.13x |" in with_floor
     assert "| 8192x1280 | 16 | 6.4 | 10.7 cublas_fp16 | 0.599 | 1.78x |" in with_floor
