@@ -136,17 +136,18 @@ _TOKEN_TILE_128_MIN_K_TILES_PER_SM = 16
 # 64-token tiles, by the costs below. Where fixed costs vanish (28672x8192, 8192x11008 at M = 96..128) the 128-token
 # tiles took 0.63x-0.74x the 64-token tiles' time with half their k-tiles on the busiest SM: a 128-token k-tile costs
 # 1.25-1.5 times a 64-token one (1.3 taken). Below, the 128-token tiles' split and longer pipeline fill cost a fixed
-# amount more, worth this many 64-token k-tiles: on 28 H200 cells swept at M = 96..128, 128 x 128 was the faster of
-# the two wherever L64 - 1.3 L128 was 11.2 or more (0.60x-0.96x the 64-token tiles' time; 2048x5120, 2048x6144,
-# 2048x8192, 4096x4096 and 3072x5120 among them, which the measure above gave to 64 x 128 at 1.04x-1.33x the fastest
-# config) and the slower wherever it was 8.4 or less (1.13x-1.24x: 1024x8192, 1536x8192, 8192x1280). Out of sample
-# (M = 72 / 128) it moved 2048x7168, 4096x3072, 5120x3072 and 2560x5120 to 0.84x-0.97x the 64-token tiles' time.
-# Unsplit (too few k-tiles for split_for), stream-K spreads 128 x 128 tiles under half a wave with fixups this count
-# leaves out: they lost on 1024x8192, 1536x8192 and 1536x6144 (1.13x-1.25x; the last counted 12.3, and out of
-# sample; hence the split) (H200, 2026-11-28-m65-128-token-tile-by-busiest-sm.md). Only also: on 4096x11008 the
-# 64-token tiles' 1.3 waves spread by stream-K would count fewer k-tiles than 128 x 128's 0.65 of a wave, and that
-# cell has not been swept at these M. On the H100 4096x4096 at M = 128 (11.2) took the 64-token tiles (the 128 x 128
-# split 1.064x, a sweep of 2026-11-26), so the H100 keeps the measure above until it is swept again.
+# amount more, worth this many 64-token k-tiles: on 30 H200 cells swept at M = 96..128 (two of them timed 128 x 128
+# split 6 with the serial reduction only), 128 x 128 was the faster of the two wherever L64 - 1.3 L128 was 11.2 or
+# more (0.60x-0.98x the 64-token tiles' time; 2048x5120, 2048x6144, 2048x8192, 4096x4096 and 3072x5120 among them,
+# which the measure above gave to 64 x 128 at 1.04x-1.33x the fastest config) and the slower wherever it was 8.4 or
+# less (1.13x-1.28x: 1024x8192, 1536x8192, 8192x1280). Out of sample (M = 72 / 128) it moved 2048x7168, 4096x3072,
+# 5120x3072 and 2560x5120 to 0.84x-0.97x the 64-token tiles' time; 3840x4096 (4.0) went the other way, 128 x 128
+# split 3 at 0.97x-0.99x (a listed miss). Where split_for leaves 128 x 128 unsplit (too few k-tiles), stream-K
+# spreads its tiles under half a wave; there it lost on 1024x8192, 1536x8192 and 1536x6144 (1.13x-1.25x; the last
+# counted 12.3, and out of sample; hence the split) (H200, 2026-11-28-m65-128-token-tile-by-busiest-sm.md). Only
+# also: on 4096x11008 (41.7 k-tiles an SM) the busiest-SM count alone, 84 - 1.3 x 64 = 0.8, would move the cell to
+# 64 x 128, and it has not been swept at these M. On the H100 4096x4096 at M = 128 (11.2) took the 64-token tiles
+# (the 128 x 128 split 1.064x, a sweep of 2026-11-26), so the H100 keeps the measure above until it is swept again.
 _TOKEN_TILE_128_K_TILE_COST = 1.3
 _TOKEN_TILE_128_EXTRA_COST_K_TILES = 10
 # A persistent tile shape is taken only if its tiles make at least this share of one wave (fewer leave SMs idle: the
