@@ -612,8 +612,8 @@ H100_BANDWIDTH, H200_BANDWIDTH = 3.35e12, 4.8e12
     (128, 2048, 4096, "sm90_64x128x64_c1x1_coop_streamk_k2s", "sm90_64x128x64_c1x1_coop_streamk_k2s"),
     # Split 6 either way (22 k-tiles a split on both): the 64-token tiles.
     (128, 8192, 1280, "sm90_64x128x64_c1x1_coop_streamk_k6s", "sm90_64x128x64_c1x1_coop_streamk_k6s"),
-    # From 16 k-tiles an SM the H100's measure takes 128 x 128 on both, though the 64-token tiles' 1.3 waves spread
-    # by stream-K would count fewer k-tiles on the busiest SM (84 against 1.3 x 64).
+    # From 16 k-tiles an SM the H100's measure takes 128 x 128 on both, though the busiest-SM count alone would not
+    # (84 - 1.3 x 64 = 0.8: the 64-token tiles' 1.3 waves spread by stream-K count few k-tiles).
     (128, 4096, 11008, "sm90_128x128x64_c1x1_coop_streamk", "sm90_128x128x64_c1x1_coop_streamk"),
 ])
 def test_sm90_128_token_tiles_by_the_busiest_sm_on_a_fast_dram(M, K, N, h100, h200):
