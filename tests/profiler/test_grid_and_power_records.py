@@ -93,37 +93,33 @@ def test_h200_grid_table_of_record():
     runs = [str(b / name) for name in ("2026-11-27-h200-grid-serial-split-peers.json",
                                        "2026-11-27-h200-m128-256-two-ahead-peers.json",
                                        "2026-11-27-h200-row-block-loop-peers.json",
-                                       "2026-11-28-h200-grid-cells-peers.json",
-                                       "2026-11-28-h200-m16-serial-split-grid-peers.json")]
-    table = load_tool("record_grid").grid_table(runs)
-    assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
-    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+                                       "2026-11-28-h200-grid-cells-peers.json")]
+
+    def after(name: str) -> str:
+        """The table once the run ``name`` is added to ``runs``: still 60 cells, 59 ahead in both variants."""
+        runs.append(str(b / name))
+        table = load_tool("record_grid").grid_table(runs)
+        assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
+        assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+        return table
+
+    table = after("2026-11-28-h200-m16-serial-split-grid-peers.json")
     assert "| 4096x4096 | 256 | 16.45 | 16.52 | 16.90 cuBLAS fp16 | 0.973 | 0.977 |" in table
     assert "| 4096x4096 | 16 | 7.95 | 7.93 | 9.47 vLLM Marlin zp | 0.840 | 0.838 | `16x128x64_w16x32x64_s4_k8s` |" in table
     assert "| 8192x8192 | 32 | 20.98 | 21.08 | 23.45 Marlin sym | 0.895 | 0.899 | `32x128x64_w32x32x64_s4_k8s` |" in table
     # Then M = 32 on the four weights up to 64 Mi elements with the 32-row tiles' dependent pair.
-    runs.append(str(b / "2026-11-28-h200-m32-dependent-pair-grid-peers.json"))
-    table = load_tool("record_grid").grid_table(runs)
-    assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
-    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    table = after("2026-11-28-h200-m32-dependent-pair-grid-peers.json")
     assert "| 8192x8192 | 32 | 19.63 | 19.59 | 23.35 Marlin sym | 0.841 | 0.839 | `32x128x64_w32x32x64_s4_k4p` |" in table
     # Then 4096x11008 M = 32 with the pair's reduction loading its partials in batches.
-    runs.append(str(b / "2026-11-28-h200-split-k-reduction-batch-grid-peers.json"))
-    table = load_tool("record_grid").grid_table(runs)
-    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    table = after("2026-11-28-h200-split-k-reduction-batch-grid-peers.json")
     assert "| 4096x11008 | 32 | 15.24 | 15.21 | 17.94 Marlin sym | 0.850 | 0.848 | `32x128x64_w32x32x64_s4_k4p` |" in table
     # Then M = 1, 8 and 16 on be0960e's build: the decode kernel's split-major grid and the M <= 2 fast-DRAM rule.
-    runs.append(str(b / "2026-11-28-h200-decode-split-major-grid-peers.json"))
-    table = load_tool("record_grid").grid_table(runs)
-    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    table = after("2026-11-28-h200-decode-split-major-grid-peers.json")
     assert "| 11008x4096 | 1 | 8.92 | 8.92 | 15.98 gemlite zp | 0.558 | 0.558 | `decode_m8_w4_k8s` |" in table
     assert "| 28672x8192 | 8 | 35.15 | 35.24 | 44.09 vLLM Marlin sym | 0.797 | 0.799 | `decode_m8_w8_k2s` |" in table
     assert "| 4096x4096 | 128 | 13.38 | 13.43 | 13.58 cuBLAS fp16 | 0.986 | 0.990 |" in table
     # Then 4096x4096 M = 128 with 128 x 128 split 4 by the fast-DRAM busiest-SM rule.
-    runs.append(str(b / "2026-11-28-h200-busiest-sm-m128-grid-peers.json"))
-    table = load_tool("record_grid").grid_table(runs)
-    assert len([line for line in table.splitlines()[2:] if line.startswith("|")]) == 60
-    assert "in 59 of 60 cells in both variants, 60 with zero points" in table
+    table = after("2026-11-28-h200-busiest-sm-m128-grid-peers.json")
     assert ("| 4096x4096 | 128 | 13.27 | 13.26 | 13.61 cuBLAS fp16 | 0.975 | 0.974 | "
             "`sm90_128x128x64_c1x1_coop_streamk_k4r` |") in table
     assert table.split("\n\nAt or ahead")[0] in (ROOT / "BENCHMARKS.md").read_text()
